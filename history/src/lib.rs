@@ -1,0 +1,32 @@
+//! The history, audit and final-state types: the only interface between running a test and judging it.
+//!
+//! Invariant: this crate knows nothing about Postgres, tokio or processes. It
+//! holds plain data, the scenario clock, a thread-safe JSONL writer and a reader.
+
+mod clock;
+mod op;
+mod reader;
+mod record;
+mod runs;
+mod writer;
+
+pub use clock::ScenarioClock;
+pub use op::{Op, OpType};
+pub use reader::{read_history, HistoryReader};
+pub use record::{
+    Audit, ClaimChange, FinalState, PlanEntry, RunMeta, RunRecord, SeededTurbine, ShardTurbineRuns,
+    ShardWrite, WriteOp, RUN_META_FILE, AUDIT_FILE, FINAL_STATE_FILE, HISTORY_FILE,
+};
+pub use runs::{Run, RunBuilder};
+pub use writer::HistoryWriter;
+
+/// Errors reading or writing a stored run.
+#[derive(Debug, thiserror::Error)]
+pub enum HistoryError {
+    #[error("{path}: {source}")]
+    Io { path: String, source: std::io::Error },
+    #[error("{path}:{line}: not a history event: {source}")]
+    Parse { path: String, line: u64, source: serde_json::Error },
+    #[error("{path}: {source}")]
+    Json { path: String, source: serde_json::Error },
+}

@@ -1,0 +1,103 @@
+-- The routing db: the lock service (DESIGN section 4), the move plan and the claim audit.
+-- Installed by the harness before any mover starts. Placeholders: none.
+
+create table if not exists claims (
+    job        text primary key,
+    holder     text,
+    token      bigint not null default 0,
+    expires_at timestamptz not null default '-infinity'
+);
+
+-- Tokens only go up. The harness sets its start per scenario (April: 17).
+create sequence if not exists claim_tokens;
+
+create table if not exists move_plan (
+    position   int primary key,
+    turbine_id text not null,
+    from_shard text not null,
+    to_shard   text not null
+);
+
+-- Acquire: succeeds when the row is absent or expired (by this server's
+-- clock) and hands out a NEW token; null when somebody else holds it.
+-- Concurrent callers serialize on the row: the loser re-reads the new
+-- expiry and burns no token.
+create or replace function claim_acquire(p_job text, p_holder text, p_lease_ms bigint)
+returns bigint language plpgsql as $$
+declare t bigint;
+begin
+    insert into claims (job) values (p_job) on conflict (job) do nothing;
+    update claims
+       set holder = p_holder,
+           token = nextval('claim_tokens'),
+           expires_at = clock_timestamp() + p_lease_ms * interval '1 millisecond'
+     where job = p_job and expires_at < clock_timestamp()
+    returning token into t;
+    return t;
+end $$;
+
+-- Renew: succeeds while holder and token are still the caller's; moves the expiry.
+-- Note: it does not look at expires_at. A holder whose lease lapsed but
+-- which nobody replaced keeps it, as in April's lock.
+create or replace function claim_renew(p_job text, p_holder text, p_token bigint, p_lease_ms bigint)
+returns boolean language plpgsql as $$
+begin
+    update claims
+       set expires_at = clock_timestamp() + p_lease_ms * interval '1 millisecond'
+     where job = p_job and holder = p_holder and token = p_token;
+    return found;
+end $$;
+
+-- Release: the holder gives the claim up when its work is done.
+create or replace function claim_release(p_job text, p_holder text, p_token bigint)
+returns boolean language plpgsql as $$
+begin
+    update claims set expires_at = '-infinity'
+     where job = p_job and holder = p_holder and token = p_token;
+    return found;
+end $$;
+
+-- Lesson 007's election: at-most-once, no expiry, no renewal.
+create table if not exists job_runs (
+    job    text not null,
+    run_on date not null,
+    holder text not null,
+    primary key (job, run_on)
+);
+
+-- The audit: every committed change of a claim row, with the writer's xid
+-- (commit time comes from pg_xact_commit_timestamp(xmin) when dumped).
+create table if not exists chaos_claim_audit (
+    id         bigserial primary key,
+    job        text not null,
+    holder     text,
+    token      bigint not null,
+    expires_at timestamptz not null,
+    app        text not null,
+    xid        bigint not null
+);
+
+create or replace function chaos_claim_audit_fn() returns trigger language plpgsql as $$
+begin
+    insert into chaos_claim_audit (job, holder, token, expires_at, app, xid)
+    values (new.job, new.holder, new.token, new.expires_at,
+            coalesce(current_setting('application_name', true), ''), txid_current());
+    return null;
+end $$;
+
+drop trigger if exists chaos_claim_audit on claims;
+create trigger chaos_claim_audit after insert or update on claims
+    for each row execute function chaos_claim_audit_fn();
+
+-- job_runs inserts count as grants too (election = unique): token 0.
+create or replace function chaos_job_runs_audit_fn() returns trigger language plpgsql as $$
+begin
+    insert into chaos_claim_audit (job, holder, token, expires_at, app, xid)
+    values (new.job, new.holder, 0, 'infinity',
+            coalesce(current_setting('application_name', true), ''), txid_current());
+    return null;
+end $$;
+
+drop trigger if exists chaos_job_runs_audit on job_runs;
+create trigger chaos_job_runs_audit after insert on job_runs
+    for each row execute function chaos_job_runs_audit_fn();

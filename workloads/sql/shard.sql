@@ -1,0 +1,57 @@
+-- A shard: readings (no unique constraint, as at Galewatch), the fence, and the audit.
+
+create table if not exists readings (
+    turbine_id text not null,
+    ts         timestamptz not null,
+    value      double precision not null
+);
+create index if not exists readings_turbine_ts on readings (turbine_id, ts);
+
+create table if not exists mover_fence (token bigint not null);
+insert into mover_fence select 0 where not exists (select 1 from mover_fence);
+
+-- Every committed INSERT/DELETE on readings, per statement and turbine,
+-- and every fence update. The writer may say its token with
+-- `set chaos.token = '17'` (or set_config('chaos.token', '17', true)).
+create table if not exists chaos_write_audit (
+    id         bigserial primary key,
+    op         text not null,
+    turbine_id text,
+    n_rows     bigint not null,
+    min_ts     timestamptz,
+    max_ts     timestamptz,
+    token      bigint,
+    app        text not null,
+    xid        bigint not null
+);
+
+create or replace function chaos_token() returns bigint language sql stable as $$
+    select nullif(current_setting('chaos.token', true), '')::bigint
+$$;
+
+create or replace function chaos_readings_ins_fn() returns trigger language plpgsql as $$
+begin
+    insert into chaos_write_audit (op, turbine_id, n_rows, min_ts, max_ts, token, app, xid)
+    select 'insert', turbine_id, count(*), min(ts), max(ts), chaos_token(),
+           coalesce(current_setting('application_name', true), ''), txid_current()
+      from new_rows group by turbine_id;
+    return null;
+end $$;
+
+create or replace function chaos_readings_del_fn() returns trigger language plpgsql as $$
+begin
+    insert into chaos_write_audit (op, turbine_id, n_rows, min_ts, max_ts, token, app, xid)
+    select 'delete', turbine_id, count(*), min(ts), max(ts), chaos_token(),
+           coalesce(current_setting('application_name', true), ''), txid_current()
+      from old_rows group by turbine_id;
+    return null;
+end $$;
+
+create or replace function chaos_fence_fn() returns trigger language plpgsql as $$
+begin
+    insert into chaos_write_audit (op, turbine_id, n_rows, token, app, xid)
+    select 'fence', null, count(*), max(token),
+           coalesce(current_setting('application_name', true), ''), txid_current()
+      from new_rows having count(*) > 0;
+    return null;
+end $$;

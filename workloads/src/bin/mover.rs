@@ -1,0 +1,5 @@
+//! The reference mover (stub until the mover lands).
+fn main() {
+    eprintln!("mover: not built yet");
+    std::process::exit(2);
+}
