@@ -1,8 +1,43 @@
 //! Checkers: pure functions `(history, audit, final state, meta) -> Verdict`.
 //!
 //! Invariant: no IO, no clock, no randomness, no tokio, no Postgres. Reading
-//! files and writing `verdict.json` is the harness's job.
+//! files and writing `verdict.json` is the harness's job. The one exception
+//! is `bench`, which times a synthetic check and reads the process's peak
+//! memory for `chaos bench`; no checker calls it.
+//!
+//! `check` judges a loaded run; `HistoryFold` is the same check streamed,
+//! for a history too big to hold (`observe` every event, then `finish`).
 
+mod bench;
+mod claims;
+mod fencing;
+mod fold;
+mod judge;
+mod lease;
+mod liveness;
+mod readings;
+mod rows;
+mod stats;
+mod times;
 mod verdict;
+mod writes;
 
+pub use bench::{bench_synthetic, BenchFigures};
+pub use fold::{HistoryFold, Refusal};
+pub use stats::{GrantStat, Stats};
 pub use verdict::{Anomaly, AnomalyClass, Severity, Validity, Verdict};
+
+use chaos_history::RunRecord;
+
+/// Judge a stored run.
+pub fn check(record: &RunRecord) -> Verdict {
+    let mut fold = HistoryFold::new(&record.meta);
+    for op in &record.history {
+        fold.observe(op);
+    }
+    fold.finish(
+        &record.meta,
+        record.audit.as_ref(),
+        record.final_state.as_ref(),
+    )
+}

@@ -1,5 +1,6 @@
 //! The verdict: valid, invalid or unknown, with every anomaly's count, first scenario time and evidence.
 
+use chaos_history::ScenarioClock;
 use serde::{Deserialize, Serialize};
 
 /// Combined: invalid beats unknown beats valid.
@@ -80,4 +81,113 @@ pub struct Verdict {
     /// writes after expiry per box, turbines moved, grants, ...).
     #[serde(default)]
     pub stats: serde_json::Value,
+}
+
+impl AnomalyClass {
+    /// The class's name as JSON spells it (`lost-rows`).
+    pub fn name(self) -> &'static str {
+        match self {
+            AnomalyClass::LostRows => "lost-rows",
+            AnomalyClass::DuplicatedRows => "duplicated-rows",
+            AnomalyClass::MisplacedRows => "misplaced-rows",
+            AnomalyClass::StaleTokenWrite => "stale-token-write",
+            AnomalyClass::WriteAfterLeaseExpiry => "write-after-lease-expiry",
+            AnomalyClass::ConcurrentHolders => "concurrent-holders",
+            AnomalyClass::VacancyWindow => "vacancy-window",
+            AnomalyClass::JobNotFinished => "job-not-finished",
+            AnomalyClass::StaleWriteRefused => "stale-write-refused",
+        }
+    }
+}
+
+impl Anomaly {
+    /// An anomaly first seen at `first_scenario_ms` (scenario ms since midnight).
+    pub fn new(
+        class: AnomalyClass,
+        severity: Severity,
+        count: u64,
+        first_scenario_ms: Option<i64>,
+        summary: String,
+        evidence: serde_json::Value,
+    ) -> Anomaly {
+        Anomaly {
+            class,
+            severity,
+            count,
+            first_scenario_ms,
+            first_scenario_time: first_scenario_ms.map(ScenarioClock::format),
+            summary,
+            evidence,
+        }
+    }
+}
+
+impl Verdict {
+    /// Invalid when any anomaly is an error, else unknown when there is a
+    /// reason, else valid. Anomalies are listed in class order.
+    pub fn new(
+        mut anomalies: Vec<Anomaly>,
+        reasons: Vec<String>,
+        stats: serde_json::Value,
+    ) -> Verdict {
+        anomalies.sort_by_key(|a| a.class);
+        let mut valid = if reasons.is_empty() {
+            Validity::Valid
+        } else {
+            Validity::Unknown
+        };
+        if anomalies.iter().any(|a| a.severity == Severity::Error) {
+            valid = valid.combine(Validity::Invalid);
+        }
+        Verdict {
+            valid,
+            reasons,
+            anomalies,
+            stats,
+        }
+    }
+
+    /// The anomaly of a class, if the run has one.
+    pub fn anomaly(&self, class: AnomalyClass) -> Option<&Anomaly> {
+        self.anomalies.iter().find(|a| a.class == class)
+    }
+
+    /// A few lines for a person: the verdict, why when unknown, then one line
+    /// per anomaly with its severity, count, first scenario time and summary.
+    /// Times in a verdict are already scenario times; the clock is taken so
+    /// callers hand over the run's clock and never care what is printed.
+    pub fn summary(&self, _clock: &ScenarioClock) -> String {
+        let word = match self.valid {
+            Validity::Valid => "VALID",
+            Validity::Invalid => "INVALID",
+            Validity::Unknown => "UNKNOWN",
+        };
+        let errors = self
+            .anomalies
+            .iter()
+            .filter(|a| a.severity == Severity::Error)
+            .count();
+        let mut out = format!(
+            "{word}: {} anomalies, {errors} errors\n",
+            self.anomalies.len()
+        );
+        for r in &self.reasons {
+            out.push_str(&format!("  unknown because: {r}\n"));
+        }
+        for a in &self.anomalies {
+            let sev = match a.severity {
+                Severity::Error => "error",
+                Severity::Cleanup => "cleanup",
+                Severity::Info => "info",
+            };
+            let at = a.first_scenario_time.as_deref().unwrap_or("-");
+            out.push_str(&format!(
+                "  {sev:<7} {:<24} x{:<9} {at:<10}  {}\n",
+                a.class.name(),
+                a.count,
+                a.summary
+            ));
+        }
+        out
+    }
 }

@@ -83,7 +83,11 @@ impl ScenarioClock {
         let h: i64 = parts.next()?.parse().ok()?;
         let m: i64 = parts.next()?.parse().ok()?;
         let s: f64 = parts.next()?.parse().ok()?;
-        if parts.next().is_some() || !(0..48).contains(&h) || !(0..60).contains(&m) || !(0.0..60.0).contains(&s) {
+        if parts.next().is_some()
+            || !(0..48).contains(&h)
+            || !(0..60).contains(&m)
+            || !(0.0..60.0).contains(&s)
+        {
             return None;
         }
         Some(h * 3_600_000 + m * 60_000 + (s * 1000.0).round() as i64)
@@ -106,14 +110,23 @@ mod tests {
     #[test]
     fn ten_real_ms_is_one_scenario_second() {
         let c = april();
-        assert_eq!(c.scenario_ms_at_run_ns(10_000_000) - c.start_scenario_ms, 1000);
+        assert_eq!(
+            c.scenario_ms_at_run_ns(10_000_000) - c.start_scenario_ms,
+            1000
+        );
         assert_eq!(c.real_ms_for_scenario_ms(60_000), 600);
-        assert_eq!(ScenarioClock::format(c.scenario_ms_at_run_ns(2_675 * 10_000_000)), "22:24:35.0");
+        assert_eq!(
+            ScenarioClock::format(c.scenario_ms_at_run_ns(2_675 * 10_000_000)),
+            "22:24:35.0"
+        );
     }
 
     #[test]
     fn parse_rejects_nonsense() {
-        assert_eq!(ScenarioClock::parse_time_of_day("22:24:35.5"), Some(80_675_500));
+        assert_eq!(
+            ScenarioClock::parse_time_of_day("22:24:35.5"),
+            Some(80_675_500)
+        );
         assert_eq!(ScenarioClock::parse_time_of_day("22:61:00"), None);
         assert_eq!(ScenarioClock::parse_time_of_day("soon"), None);
     }

@@ -15,7 +15,7 @@ pub use op::{Op, OpType};
 pub use reader::{read_history, HistoryReader};
 pub use record::{
     Audit, ClaimChange, FinalState, PlanEntry, RunMeta, RunRecord, SeededTurbine, ShardTurbineRuns,
-    ShardWrite, WriteOp, RUN_META_FILE, AUDIT_FILE, FINAL_STATE_FILE, HISTORY_FILE,
+    ShardWrite, WriteOp, AUDIT_FILE, FINAL_STATE_FILE, HISTORY_FILE, RUN_META_FILE,
 };
 pub use runs::{Run, RunBuilder};
 pub use writer::HistoryWriter;
@@ -24,9 +24,19 @@ pub use writer::HistoryWriter;
 #[derive(Debug, thiserror::Error)]
 pub enum HistoryError {
     #[error("{path}: {source}")]
-    Io { path: String, source: std::io::Error },
+    Io {
+        path: String,
+        source: std::io::Error,
+    },
     #[error("{path}:{line}: not a history event: {source}")]
-    Parse { path: String, line: u64, source: serde_json::Error },
+    Parse {
+        path: String,
+        line: u64,
+        source: serde_json::Error,
+    },
     #[error("{path}: {source}")]
-    Json { path: String, source: serde_json::Error },
+    Json {
+        path: String,
+        source: serde_json::Error,
+    },
 }

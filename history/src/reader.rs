@@ -16,8 +16,16 @@ pub struct HistoryReader {
 
 impl HistoryReader {
     pub fn open(path: &Path) -> Result<HistoryReader, HistoryError> {
-        let file = File::open(path).map_err(|source| HistoryError::Io { path: path.display().to_string(), source })?;
-        Ok(HistoryReader { lines: BufReader::with_capacity(1 << 20, file).lines(), path: path.display().to_string(), line: 0, torn_tail: false })
+        let file = File::open(path).map_err(|source| HistoryError::Io {
+            path: path.display().to_string(),
+            source,
+        })?;
+        Ok(HistoryReader {
+            lines: BufReader::with_capacity(1 << 20, file).lines(),
+            path: path.display().to_string(),
+            line: 0,
+            torn_tail: false,
+        })
     }
 }
 
@@ -28,7 +36,12 @@ impl Iterator for HistoryReader {
         loop {
             let text = match self.lines.next()? {
                 Ok(t) => t,
-                Err(source) => return Some(Err(HistoryError::Io { path: self.path.clone(), source })),
+                Err(source) => {
+                    return Some(Err(HistoryError::Io {
+                        path: self.path.clone(),
+                        source,
+                    }))
+                }
             };
             self.line += 1;
             if text.trim().is_empty() {
@@ -42,7 +55,11 @@ impl Iterator for HistoryReader {
                         self.torn_tail = true;
                         None
                     } else {
-                        Some(Err(HistoryError::Parse { path: self.path.clone(), line: self.line, source }))
+                        Some(Err(HistoryError::Parse {
+                            path: self.path.clone(),
+                            line: self.line,
+                            source,
+                        }))
                     }
                 }
             };
@@ -66,14 +83,24 @@ mod tests {
         let dir = std::env::temp_dir().join(format!("chaos-history-test-{}", std::process::id()));
         std::fs::create_dir_all(&dir).unwrap();
         let path = dir.join("history.jsonl");
-        let clock = ScenarioClock { start_unix_ns: 0, start_scenario_ms: 78_000_000, real_ns_per_scenario_s: 10_000_000, scenario_day_unix_ms: 0 };
+        let clock = ScenarioClock {
+            start_unix_ns: 0,
+            start_scenario_ms: 78_000_000,
+            real_ns_per_scenario_s: 10_000_000,
+            scenario_day_unix_ms: 0,
+        };
         let w = HistoryWriter::create(&path, Instant::now(), clock, 1_000).unwrap();
         let threads: Vec<_> = (0..4)
             .map(|t| {
                 let w = w.clone();
                 std::thread::spawn(move || {
                     for i in 0..50 {
-                        w.record(&format!("box-{t}"), OpType::Invoke, "copy", serde_json::json!({ "i": i }));
+                        w.record(
+                            &format!("box-{t}"),
+                            OpType::Invoke,
+                            "copy",
+                            serde_json::json!({ "i": i }),
+                        );
                     }
                 })
             })
@@ -94,7 +121,12 @@ mod tests {
         let dir = std::env::temp_dir().join(format!("chaos-history-limit-{}", std::process::id()));
         std::fs::create_dir_all(&dir).unwrap();
         let path = dir.join("history.jsonl");
-        let clock = ScenarioClock { start_unix_ns: 0, start_scenario_ms: 0, real_ns_per_scenario_s: 10_000_000, scenario_day_unix_ms: 0 };
+        let clock = ScenarioClock {
+            start_unix_ns: 0,
+            start_scenario_ms: 0,
+            real_ns_per_scenario_s: 10_000_000,
+            scenario_day_unix_ms: 0,
+        };
         let w = HistoryWriter::create(&path, Instant::now(), clock, 3).unwrap();
         for _ in 0..5 {
             w.record("ingest", OpType::Ok, "ingest", serde_json::Value::Null);

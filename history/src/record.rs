@@ -16,7 +16,7 @@
 //!   `latency`|`bandwidth`|`down`|`timeout`|`reset_peer`/`heal`, `clock`,
 //!   value `{target, ..., scheduled_ms, lag_real_us}`.
 
-use crate::{ScenarioClock, Op, Run};
+use crate::{Op, Run, ScenarioClock};
 use serde::{Deserialize, Serialize};
 use std::collections::BTreeMap;
 

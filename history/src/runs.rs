@@ -20,7 +20,12 @@ fn one() -> u32 {
 
 impl Run {
     pub fn single(ts_ms: i64, copies: u32) -> Run {
-        Run { first_ms: ts_ms, last_ms: ts_ms, step_ms: 0, copies }
+        Run {
+            first_ms: ts_ms,
+            last_ms: ts_ms,
+            step_ms: 0,
+            copies,
+        }
     }
 
     /// How many distinct timestamps the run holds.
@@ -164,8 +169,26 @@ mod tests {
     #[test]
     fn whole_runs_join_when_they_continue() {
         let mut b = RunBuilder::new();
-        b.push_run(Run { first_ms: 0, last_ms: 100, step_ms: 2, copies: 1 });
-        b.push_run(Run { first_ms: 102, last_ms: 200, step_ms: 2, copies: 1 });
-        assert_eq!(b.finish(), vec![Run { first_ms: 0, last_ms: 200, step_ms: 2, copies: 1 }]);
+        b.push_run(Run {
+            first_ms: 0,
+            last_ms: 100,
+            step_ms: 2,
+            copies: 1,
+        });
+        b.push_run(Run {
+            first_ms: 102,
+            last_ms: 200,
+            step_ms: 2,
+            copies: 1,
+        });
+        assert_eq!(
+            b.finish(),
+            vec![Run {
+                first_ms: 0,
+                last_ms: 200,
+                step_ms: 2,
+                copies: 1
+            }]
+        );
     }
 }

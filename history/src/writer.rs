@@ -27,8 +27,16 @@ struct Inner {
 
 impl HistoryWriter {
     /// Create (truncate) the file. `started` is the run's monotonic origin.
-    pub fn create(path: &Path, started: Instant, clock: ScenarioClock, limit: u64) -> Result<HistoryWriter, HistoryError> {
-        let file = File::create(path).map_err(|source| HistoryError::Io { path: path.display().to_string(), source })?;
+    pub fn create(
+        path: &Path,
+        started: Instant,
+        clock: ScenarioClock,
+        limit: u64,
+    ) -> Result<HistoryWriter, HistoryError> {
+        let file = File::create(path).map_err(|source| HistoryError::Io {
+            path: path.display().to_string(),
+            source,
+        })?;
         Ok(HistoryWriter {
             inner: Arc::new(Mutex::new(Inner {
                 out: BufWriter::new(file),
@@ -64,7 +72,14 @@ impl HistoryWriter {
     }
 
     /// Append one event with a given monotonic time (for lines read from a child's stdout).
-    pub fn record_at(&self, time_ns: i64, process: &str, kind: OpType, f: &str, value: serde_json::Value) -> Op {
+    pub fn record_at(
+        &self,
+        time_ns: i64,
+        process: &str,
+        kind: OpType,
+        f: &str,
+        value: serde_json::Value,
+    ) -> Op {
         let mut inner = self.inner.lock().unwrap_or_else(|e| e.into_inner());
         let op = Op {
             index: inner.next_index,
@@ -93,7 +108,10 @@ impl HistoryWriter {
     pub fn finish(&self) -> Result<(u64, u64), HistoryError> {
         let mut inner = self.inner.lock().unwrap_or_else(|e| e.into_inner());
         let path = inner.path.display().to_string();
-        inner.out.flush().map_err(|source| HistoryError::Io { path, source })?;
+        inner
+            .out
+            .flush()
+            .map_err(|source| HistoryError::Io { path, source })?;
         Ok((inner.written, inner.dropped))
     }
 }

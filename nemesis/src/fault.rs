@@ -126,7 +126,11 @@ impl FaultKind {
     pub fn is_link_fault(&self) -> bool {
         matches!(
             self,
-            FaultKind::Latency { .. } | FaultKind::Bandwidth { .. } | FaultKind::Down { .. } | FaultKind::Timeout { .. } | FaultKind::ResetPeer { .. }
+            FaultKind::Latency { .. }
+                | FaultKind::Bandwidth { .. }
+                | FaultKind::Down { .. }
+                | FaultKind::Timeout { .. }
+                | FaultKind::ResetPeer { .. }
         )
     }
 }

@@ -11,7 +11,7 @@ mod schedule;
 mod topology;
 
 pub use fault::{Fault, FaultKind, Stream};
-pub use random::{generate, Rng, RandomProfile, TargetSpread};
+pub use random::{generate, RandomProfile, Rng, TargetSpread};
 pub use schedule::{expand, NemesisOp, Schedule};
 pub use topology::{LinkPattern, Topology};
 
@@ -19,13 +19,42 @@ pub use topology::{LinkPattern, Topology};
 #[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
 pub enum NemesisError {
     #[error("fault {index} ({kind}): unknown {what} '{name}' (known: {known})")]
-    UnknownTarget { index: usize, kind: String, what: &'static str, name: String, known: String },
+    UnknownTarget {
+        index: usize,
+        kind: String,
+        what: &'static str,
+        name: String,
+        known: String,
+    },
     #[error("fault {index} ({kind}): {field} must not be negative (got {value})")]
-    Negative { index: usize, kind: String, field: &'static str, value: i64 },
-    #[error("fault {index} (latency): jitter_ms {jitter_ms} is larger than latency_ms {latency_ms}")]
-    JitterOverLatency { index: usize, latency_ms: i64, jitter_ms: i64 },
+    Negative {
+        index: usize,
+        kind: String,
+        field: &'static str,
+        value: i64,
+    },
+    #[error(
+        "fault {index} (latency): jitter_ms {jitter_ms} is larger than latency_ms {latency_ms}"
+    )]
+    JitterOverLatency {
+        index: usize,
+        latency_ms: i64,
+        jitter_ms: i64,
+    },
     #[error("fault {index} ({kind}): {detail}")]
-    Invalid { index: usize, kind: String, detail: String },
-    #[error("fault {index} ({kind}) at {at} ends at {end}, after the scenario ends at {scenario_end}")]
-    OutsideScenario { index: usize, kind: String, at: String, end: String, scenario_end: String },
+    Invalid {
+        index: usize,
+        kind: String,
+        detail: String,
+    },
+    #[error(
+        "fault {index} ({kind}) at {at} ends at {end}, after the scenario ends at {scenario_end}"
+    )]
+    OutsideScenario {
+        index: usize,
+        kind: String,
+        at: String,
+        end: String,
+        scenario_end: String,
+    },
 }

@@ -72,20 +72,43 @@ fn default_latency() -> [i64; 2] {
     [100, 5_000]
 }
 
-pub const RANDOM_FAULT_KINDS: &[&str] = &["pause", "kill", "stop", "crash", "latency", "bandwidth", "down", "timeout", "reset_peer"];
+pub const RANDOM_FAULT_KINDS: &[&str] = &[
+    "pause",
+    "kill",
+    "stop",
+    "crash",
+    "latency",
+    "bandwidth",
+    "down",
+    "timeout",
+    "reset_peer",
+];
 
 /// Draw faults from `profile` between `start_ms` and `end_ms`. Every fault
 /// has a duration and ends before `end_ms`, so each is healed in the run.
-pub fn generate(seed: u64, profile: &RandomProfile, topology: &Topology, start_ms: i64, end_ms: i64) -> Result<Vec<Fault>, String> {
+pub fn generate(
+    seed: u64,
+    profile: &RandomProfile,
+    topology: &Topology,
+    start_ms: i64,
+    end_ms: i64,
+) -> Result<Vec<Fault>, String> {
     for k in &profile.faults {
         if !RANDOM_FAULT_KINDS.contains(&k.as_str()) {
-            return Err(format!("unknown fault kind '{k}' in nemesis.random.faults (known: {})", RANDOM_FAULT_KINDS.join(", ")));
+            return Err(format!(
+                "unknown fault kind '{k}' in nemesis.random.faults (known: {})",
+                RANDOM_FAULT_KINDS.join(", ")
+            ));
         }
     }
     if profile.faults.is_empty() {
         return Ok(vec![]);
     }
-    for (name, [lo, hi]) in [("interval_ms", profile.interval_ms), ("duration_ms", profile.duration_ms), ("latency_ms", profile.latency_ms)] {
+    for (name, [lo, hi]) in [
+        ("interval_ms", profile.interval_ms),
+        ("duration_ms", profile.duration_ms),
+        ("latency_ms", profile.latency_ms),
+    ] {
         if lo < 0 || hi < lo {
             return Err(format!("nemesis.random.{name} must be [low, high] with 0 <= low <= high (got [{lo}, {hi}])"));
         }
@@ -98,10 +121,14 @@ pub fn generate(seed: u64, profile: &RandomProfile, topology: &Topology, start_m
     let mut t = start_ms + rng.range(profile.interval_ms[0], profile.interval_ms[1]);
     // A limit on everything: at most 10,000 generated faults.
     while t < end_ms && faults.len() < 10_000 {
-        let duration = rng.range(profile.duration_ms[0], profile.duration_ms[1]).min(end_ms - t);
+        let duration = rng
+            .range(profile.duration_ms[0], profile.duration_ms[1])
+            .min(end_ms - t);
         let kind = rng.pick(&profile.faults).clone();
         let spread = match profile.targets {
-            TargetSpread::Mixed => *rng.pick(&[TargetSpread::One, TargetSpread::Minority, TargetSpread::All]),
+            TargetSpread::Mixed => {
+                *rng.pick(&[TargetSpread::One, TargetSpread::Minority, TargetSpread::All])
+            }
             s => s,
         };
         let pool: Vec<String> = match kind.as_str() {
@@ -112,19 +139,47 @@ pub fn generate(seed: u64, profile: &RandomProfile, topology: &Topology, start_m
         for target in choose(&mut rng, &pool, spread) {
             let latency = rng.range(profile.latency_ms[0], profile.latency_ms[1]);
             let fk = match kind.as_str() {
-                "pause" => FaultKind::Pause { target, freezer: false },
+                "pause" => FaultKind::Pause {
+                    target,
+                    freezer: false,
+                },
                 "kill" => FaultKind::Kill { target },
                 "stop" => FaultKind::Stop { target },
                 "crash" => FaultKind::Crash { target },
-                "latency" => FaultKind::Latency { link: target, latency_ms: latency, jitter_ms: latency / 4, stream: Stream::Downstream },
-                "bandwidth" => FaultKind::Bandwidth { link: target, rate_kb: rng.range(16, 1024), stream: Stream::Downstream },
+                "latency" => FaultKind::Latency {
+                    link: target,
+                    latency_ms: latency,
+                    jitter_ms: latency / 4,
+                    stream: Stream::Downstream,
+                },
+                "bandwidth" => FaultKind::Bandwidth {
+                    link: target,
+                    rate_kb: rng.range(16, 1024),
+                    stream: Stream::Downstream,
+                },
                 "down" => FaultKind::Down { link: target },
-                "timeout" => FaultKind::Timeout { link: target, timeout_ms: 0, stream: Stream::Downstream },
-                _ => FaultKind::ResetPeer { link: target, timeout_ms: 0, stream: Stream::Downstream },
+                "timeout" => FaultKind::Timeout {
+                    link: target,
+                    timeout_ms: 0,
+                    stream: Stream::Downstream,
+                },
+                _ => FaultKind::ResetPeer {
+                    link: target,
+                    timeout_ms: 0,
+                    stream: Stream::Downstream,
+                },
             };
-            faults.push(Fault { at_ms: t, duration_ms: Some(duration), kind: fk, note: Some(format!("generated from seed {seed}")) });
+            faults.push(Fault {
+                at_ms: t,
+                duration_ms: Some(duration),
+                kind: fk,
+                note: Some(format!("generated from seed {seed}")),
+            });
         }
-        t += duration + rng.range(profile.interval_ms[0], profile.interval_ms[1]).max(1);
+        t += duration
+            + rng
+                .range(profile.interval_ms[0], profile.interval_ms[1])
+                .max(1);
     }
     Ok(faults)
 }
@@ -175,7 +230,10 @@ mod tests {
         let t = Topology::new(4, 3);
         for seed in 0..50 {
             for f in generate(seed, &profile(), &t, 1_000, 600_000).unwrap() {
-                assert!(f.at_ms >= 1_000 && f.at_ms + f.duration_ms.unwrap() <= 600_000, "{f:?}");
+                assert!(
+                    f.at_ms >= 1_000 && f.at_ms + f.duration_ms.unwrap() <= 600_000,
+                    "{f:?}"
+                );
             }
         }
     }
@@ -184,6 +242,8 @@ mod tests {
     fn an_unknown_kind_is_refused() {
         let mut p = profile();
         p.faults.push("meteor".into());
-        assert!(generate(1, &p, &Topology::new(4, 3), 0, 10).unwrap_err().contains("meteor"));
+        assert!(generate(1, &p, &Topology::new(4, 3), 0, 10)
+            .unwrap_err()
+            .contains("meteor"));
     }
 }

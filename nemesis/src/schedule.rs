@@ -26,7 +26,13 @@ pub struct Schedule {
 
 /// Validate `faults` and expand them into a schedule. The window is the
 /// scenario's `[start_ms, end_ms]`; `fmt` prints a scenario time for errors.
-pub fn expand(faults: &[Fault], topology: &Topology, start_ms: i64, end_ms: i64, fmt: fn(i64) -> String) -> Result<Schedule, NemesisError> {
+pub fn expand(
+    faults: &[Fault],
+    topology: &Topology,
+    start_ms: i64,
+    end_ms: i64,
+    fmt: fn(i64) -> String,
+) -> Result<Schedule, NemesisError> {
     let mut ops = Vec::new();
     for (index, fault) in faults.iter().enumerate() {
         let kind = fault.kind.verb().to_string();
@@ -41,9 +47,23 @@ pub fn expand(faults: &[Fault], topology: &Topology, start_ms: i64, end_ms: i64,
                 scenario_end: fmt(end_ms),
             });
         }
-        ops.push(NemesisOp { at_ms: fault.at_ms, verb: fault.kind.verb().into(), fault: index, heal: false, kind: fault.kind.clone(), links: links.clone() });
+        ops.push(NemesisOp {
+            at_ms: fault.at_ms,
+            verb: fault.kind.verb().into(),
+            fault: index,
+            heal: false,
+            kind: fault.kind.clone(),
+            links: links.clone(),
+        });
         if let Some(d) = fault.duration_ms {
-            ops.push(NemesisOp { at_ms: fault.at_ms + d, verb: fault.kind.heal_verb().into(), fault: index, heal: true, kind: fault.kind.clone(), links });
+            ops.push(NemesisOp {
+                at_ms: fault.at_ms + d,
+                verb: fault.kind.heal_verb().into(),
+                fault: index,
+                heal: true,
+                kind: fault.kind.clone(),
+                links,
+            });
         }
     }
     ops.sort_by_key(|o| o.at_ms);
@@ -52,7 +72,12 @@ pub fn expand(faults: &[Fault], topology: &Topology, start_ms: i64, end_ms: i64,
 
 fn validate(index: usize, fault: &Fault, topology: &Topology) -> Result<Vec<String>, NemesisError> {
     let kind = fault.kind.verb().to_string();
-    let negative = |field: &'static str, value: i64| NemesisError::Negative { index, kind: kind.clone(), field, value };
+    let negative = |field: &'static str, value: i64| NemesisError::Negative {
+        index,
+        kind: kind.clone(),
+        field,
+        value,
+    };
     if fault.at_ms < 0 {
         return Err(negative("at", fault.at_ms));
     }
@@ -69,7 +94,9 @@ fn validate(index: usize, fault: &Fault, topology: &Topology) -> Result<Vec<Stri
         known: known.join(", "),
     };
     match &fault.kind {
-        FaultKind::Pause { target, .. } | FaultKind::Kill { target } | FaultKind::Clock { target, .. } => {
+        FaultKind::Pause { target, .. }
+        | FaultKind::Kill { target }
+        | FaultKind::Clock { target, .. } => {
             if !topology.boxes.contains(target) {
                 return Err(unknown("box", target, &topology.boxes));
             }
@@ -83,7 +110,11 @@ fn validate(index: usize, fault: &Fault, topology: &Topology) -> Result<Vec<Stri
         }
         k => {
             match k {
-                FaultKind::Latency { latency_ms, jitter_ms, .. } => {
+                FaultKind::Latency {
+                    latency_ms,
+                    jitter_ms,
+                    ..
+                } => {
                     if *latency_ms < 0 {
                         return Err(negative("latency_ms", *latency_ms));
                     }
@@ -91,11 +122,19 @@ fn validate(index: usize, fault: &Fault, topology: &Topology) -> Result<Vec<Stri
                         return Err(negative("jitter_ms", *jitter_ms));
                     }
                     if jitter_ms > latency_ms {
-                        return Err(NemesisError::JitterOverLatency { index, latency_ms: *latency_ms, jitter_ms: *jitter_ms });
+                        return Err(NemesisError::JitterOverLatency {
+                            index,
+                            latency_ms: *latency_ms,
+                            jitter_ms: *jitter_ms,
+                        });
                     }
                 }
-                FaultKind::Bandwidth { rate_kb, .. } if *rate_kb < 0 => return Err(negative("rate_kb", *rate_kb)),
-                FaultKind::Timeout { timeout_ms, .. } | FaultKind::ResetPeer { timeout_ms, .. } if *timeout_ms < 0 => {
+                FaultKind::Bandwidth { rate_kb, .. } if *rate_kb < 0 => {
+                    return Err(negative("rate_kb", *rate_kb))
+                }
+                FaultKind::Timeout { timeout_ms, .. } | FaultKind::ResetPeer { timeout_ms, .. }
+                    if *timeout_ms < 0 =>
+                {
                     return Err(negative("timeout_ms", *timeout_ms))
                 }
                 _ => {}
@@ -124,33 +163,126 @@ mod tests {
     }
 
     fn fault(at_ms: i64, duration_ms: Option<i64>, kind: FaultKind) -> Fault {
-        Fault { at_ms, duration_ms, kind, note: None }
+        Fault {
+            at_ms,
+            duration_ms,
+            kind,
+            note: None,
+        }
     }
 
     #[test]
     fn paired_verbs_in_time_order() {
         let t = Topology::new(4, 3);
         let faults = vec![
-            fault(500, Some(100), FaultKind::Stop { target: "routing".into() }),
-            fault(100, Some(50), FaultKind::Pause { target: "box-2".into(), freezer: false }),
+            fault(
+                500,
+                Some(100),
+                FaultKind::Stop {
+                    target: "routing".into(),
+                },
+            ),
+            fault(
+                100,
+                Some(50),
+                FaultKind::Pause {
+                    target: "box-2".into(),
+                    freezer: false,
+                },
+            ),
         ];
         let s = expand(&faults, &t, 0, 1000, fmt).unwrap();
         let verbs: Vec<_> = s.ops.iter().map(|o| (o.at_ms, o.verb.as_str())).collect();
-        assert_eq!(verbs, vec![(100, "pause"), (150, "resume"), (500, "stop"), (600, "start")]);
+        assert_eq!(
+            verbs,
+            vec![
+                (100, "pause"),
+                (150, "resume"),
+                (500, "stop"),
+                (600, "start")
+            ]
+        );
     }
 
     #[test]
     fn bad_input_is_named() {
         let t = Topology::new(4, 3);
-        let unknown = expand(&[fault(0, None, FaultKind::Stop { target: "shard9".into() })], &t, 0, 10, fmt).unwrap_err();
-        assert!(unknown.to_string().contains("unknown node 'shard9'"), "{unknown}");
-        let neg = expand(&[fault(0, Some(-5), FaultKind::Pause { target: "box-1".into(), freezer: false })], &t, 0, 10, fmt).unwrap_err();
-        assert!(neg.to_string().contains("duration must not be negative"), "{neg}");
-        let jitter = FaultKind::Latency { link: "box-1->routing".into(), latency_ms: 10, jitter_ms: 20, stream: Default::default() };
-        assert!(matches!(expand(&[fault(0, None, jitter)], &t, 0, 10, fmt), Err(NemesisError::JitterOverLatency { .. })));
-        let late = expand(&[fault(5, Some(10), FaultKind::Down { link: "box-1->routing".into() })], &t, 0, 10, fmt).unwrap_err();
+        let unknown = expand(
+            &[fault(
+                0,
+                None,
+                FaultKind::Stop {
+                    target: "shard9".into(),
+                },
+            )],
+            &t,
+            0,
+            10,
+            fmt,
+        )
+        .unwrap_err();
+        assert!(
+            unknown.to_string().contains("unknown node 'shard9'"),
+            "{unknown}"
+        );
+        let neg = expand(
+            &[fault(
+                0,
+                Some(-5),
+                FaultKind::Pause {
+                    target: "box-1".into(),
+                    freezer: false,
+                },
+            )],
+            &t,
+            0,
+            10,
+            fmt,
+        )
+        .unwrap_err();
+        assert!(
+            neg.to_string().contains("duration must not be negative"),
+            "{neg}"
+        );
+        let jitter = FaultKind::Latency {
+            link: "box-1->routing".into(),
+            latency_ms: 10,
+            jitter_ms: 20,
+            stream: Default::default(),
+        };
+        assert!(matches!(
+            expand(&[fault(0, None, jitter)], &t, 0, 10, fmt),
+            Err(NemesisError::JitterOverLatency { .. })
+        ));
+        let late = expand(
+            &[fault(
+                5,
+                Some(10),
+                FaultKind::Down {
+                    link: "box-1->routing".into(),
+                },
+            )],
+            &t,
+            0,
+            10,
+            fmt,
+        )
+        .unwrap_err();
         assert!(matches!(late, NemesisError::OutsideScenario { .. }));
-        let nolink = expand(&[fault(0, None, FaultKind::Down { link: "box-9->routing".into() })], &t, 0, 10, fmt).unwrap_err();
+        let nolink = expand(
+            &[fault(
+                0,
+                None,
+                FaultKind::Down {
+                    link: "box-9->routing".into(),
+                },
+            )],
+            &t,
+            0,
+            10,
+            fmt,
+        )
+        .unwrap_err();
         assert!(nolink.to_string().contains("unknown link"), "{nolink}");
     }
 }

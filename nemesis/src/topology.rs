@@ -19,7 +19,11 @@ impl Topology {
         nodes.extend((1..=shards).map(|i| format!("shard{i}")));
         let mut clients = boxes.clone();
         clients.push("ingest".into());
-        Topology { boxes, nodes, clients }
+        Topology {
+            boxes,
+            nodes,
+            clients,
+        }
     }
 
     /// Every link `client->node` that exists (the ingest has none to routing).
@@ -51,7 +55,10 @@ impl LinkPattern {
         if client.is_empty() || node.is_empty() {
             return None;
         }
-        Some(LinkPattern { client: client.into(), node: node.into() })
+        Some(LinkPattern {
+            client: client.into(),
+            node: node.into(),
+        })
     }
 
     /// The links of `topology` this pattern names (empty when none).
@@ -84,9 +91,18 @@ mod tests {
         let t = Topology::new(4, 3);
         let p = LinkPattern::parse("box-*->routing").unwrap();
         assert_eq!(p.resolve(&t).len(), 4);
-        assert_eq!(LinkPattern::parse("ingest->shard3").unwrap().resolve(&t), vec!["ingest->shard3"]);
-        assert!(LinkPattern::parse("ingest->routing").unwrap().resolve(&t).is_empty());
-        assert_eq!(LinkPattern::parse("*->*").unwrap().resolve(&t).len(), 4 * 4 + 3);
+        assert_eq!(
+            LinkPattern::parse("ingest->shard3").unwrap().resolve(&t),
+            vec!["ingest->shard3"]
+        );
+        assert!(LinkPattern::parse("ingest->routing")
+            .unwrap()
+            .resolve(&t)
+            .is_empty());
+        assert_eq!(
+            LinkPattern::parse("*->*").unwrap().resolve(&t).len(),
+            4 * 4 + 3
+        );
         assert!(LinkPattern::parse("box-2").is_none());
     }
 }

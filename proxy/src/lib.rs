@@ -1,1 +1,18 @@
-//! stub
+//! Toxiproxy-compatible fault-injecting TCP proxy, plus the project's one toxiproxy_rust wrapper.
+
+pub mod bench;
+pub mod client;
+pub mod error;
+pub mod model;
+pub mod server;
+
+pub use bench::{bench, BenchOptions, BenchReport};
+pub use client::ToxiproxyClient;
+pub use error::{ClientError, ProxyError};
+pub use model::{ProxyInfo, ProxySpec, Stream, ToxicInfo};
+pub use server::{serve_forever, start, ProxyServer};
+
+/// The version `/version` reports, e.g. for `chaos --version` output.
+pub fn version() -> &'static str {
+    server::VERSION
+}

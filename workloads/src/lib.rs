@@ -1,3 +1,6 @@
-//! The workload: the schema the mover protocol promises, and (in `bin/mover.rs`) the reference mover.
+//! The workload: the schema the mover protocol promises, and the reference mover (`mover`, run by `bin/mover.rs`).
 
+pub mod galewatch;
+pub mod ingest;
+pub mod mover;
 pub mod schema;

@@ -1,0 +1,154 @@
+//! Puts the checks together: which can run on what the run left, the anomalies they find, the stats, and the verdict.
+
+use crate::claims::Claims;
+use crate::fold::HistoryFold;
+use crate::stats::{GrantStat, Stats};
+use crate::times::{format_ms, scenario_ms};
+use crate::writes::{attribute, TurbineWrites};
+use crate::{fencing, lease, liveness, rows, Verdict};
+use chaos_history::{Audit, FinalState, RunMeta};
+
+pub fn judge(
+    fold: HistoryFold,
+    meta: &RunMeta,
+    audit: Option<&Audit>,
+    final_state: Option<&FinalState>,
+) -> Verdict {
+    let clock = &meta.clock;
+    let mut reasons = Vec::new();
+    if !meta.completed {
+        let why = meta
+            .incomplete_reason
+            .as_deref()
+            .unwrap_or("the run did not complete");
+        reasons.push(format!("history cut short: {why}"));
+    }
+    if fold.torn_tail {
+        reasons.push("history ends in a torn line: the harness stopped mid-write".to_string());
+    }
+    if fold.events == 0 {
+        reasons.push("empty history: no operation was observed".to_string());
+    }
+    if fold.unreadable_ingest > 0 {
+        reasons.push(format!(
+            "{} ingest completions do not say which readings ({{shard, ts_ms, turbines}}): the expectation is incomplete",
+            fold.unreadable_ingest
+        ));
+    }
+    match audit {
+        None => reasons.push("audit missing: fencing and leases cannot be judged".to_string()),
+        Some(a) if !a.complete => reasons.push(format!(
+            "audit incomplete (could not read: {})",
+            a.missing.join(", ")
+        )),
+        Some(_) => {}
+    }
+    match final_state {
+        None => reasons.push("final state missing: rows and liveness cannot be judged".to_string()),
+        Some(f) if !f.complete => reasons.push(format!(
+            "final state incomplete (could not read: {})",
+            f.missing.join(", ")
+        )),
+        Some(_) => {}
+    }
+
+    let mut stats = Stats {
+        events: fold.events,
+        readings_acknowledged: fold.readings_acknowledged,
+        readings_uncertain: fold.readings_uncertain,
+        readings_failed: fold.readings_failed,
+        refused_writes: fold.refusals.len() as u64,
+        turbines_planned: meta.plan.len() as u64,
+        ..Stats::default()
+    };
+    let mut anomalies = Vec::new();
+    anomalies.extend(fencing::refused_anomaly(&fold.refusals, meta));
+
+    let turbine_writes = audit.map(TurbineWrites::new);
+    let final_complete = final_state.is_some_and(|f| f.complete);
+    let rows = final_state.map(|f| rows::tally_turbines(fold.turbines, fold.groups, meta, f));
+    if let Some(r) = &rows {
+        reasons.extend(r.reasons.iter().cloned());
+        anomalies.extend(r.anomalies(meta, turbine_writes.as_ref(), final_complete));
+        stats.lost_turbines = r.lost_turbines();
+        stats.rows_lost = r.rows_lost();
+        stats.duplicated_readings = r.turbines.iter().map(|t| t.tally.duplicated.count).sum();
+        stats.duplicate_rows_extra = r
+            .turbines
+            .iter()
+            .map(|t| t.tally.duplicate_rows_extra)
+            .sum();
+        stats.misplaced_readings = r.turbines.iter().map(|t| t.tally.misplaced.count).sum();
+        stats.unexpected_readings = r.turbines.iter().map(|t| t.tally.unexpected.count).sum();
+    }
+
+    let live = final_state.map(|f| liveness::check(meta, f, audit));
+    if let Some(l) = &live {
+        anomalies.extend(l.anomalies(meta));
+        stats.turbines_moved = l.moved();
+        stats.turbines_not_moved = l.not_moved.iter().map(|n| n.turbine.clone()).collect();
+        stats.plan_finished_scenario_ms = l.finished_scenario_ms(meta);
+        stats.plan_finished_time = stats.plan_finished_scenario_ms.map(format_ms);
+    }
+
+    if let Some(audit) = audit {
+        let claims = Claims::from_audit(&meta.job, &audit.claim_changes);
+        let writes = attribute(audit, &claims);
+        stats.shard_writes = audit.shard_writes.len() as u64;
+        stats.claim_changes = audit.claim_changes.len() as u64;
+        stats.ungranted_writes = writes.iter().filter(|a| a.grant.is_none()).count() as u64;
+        stats.grants = claims
+            .grants
+            .iter()
+            .map(|g| {
+                let ms = scenario_ms(clock, g.commit_unix_ns);
+                GrantStat {
+                    holder: g.holder.clone(),
+                    token: g.token,
+                    scenario_ms: ms,
+                    time: format_ms(ms),
+                    last_expiry_scenario_ms: scenario_ms(clock, g.last_expiry()),
+                    released: g.released_unix_ns.is_some(),
+                }
+            })
+            .collect();
+
+        let stale = fencing::stale_writes(&writes, &claims);
+        stats.stale_writes_accepted = stale.len() as u64;
+        anomalies.extend(fencing::stale_anomaly(&stale, meta));
+
+        // Whether a late delete destroyed data needs a final state that saw every shard.
+        let late = lease::late_writes(&writes, &claims, rows.as_ref().filter(|_| final_complete));
+        stats.writes_after_expiry = late.iter().map(|l| l.writes).sum();
+        stats.writes_after_expiry_s = lease::late_seconds_by_box(&late, &claims, meta);
+        anomalies.extend(lease::late_anomaly(&late, &claims, meta));
+
+        let overlaps = lease::overlaps(&writes, &claims);
+        stats.concurrent_holder_pairs = overlaps.len() as u64;
+        stats.concurrent_holders_s = lease::total_overlap_s(&overlaps, meta);
+        anomalies.extend(lease::overlap_anomaly(&overlaps, &claims, meta));
+
+        // Vacancy matters only while there is work: until the plan finished,
+        // else until the run ended. Without a final state we cannot tell.
+        let run_end = clock.unix_ns_at_scenario_ms(meta.end_scenario_ms);
+        let until = live
+            .as_ref()
+            .and_then(|l| l.finished_unix_ns)
+            .unwrap_or(run_end);
+        let windows = claims.vacancies(until);
+        let (count, total, min, max) = lease::vacancy_figures(&windows, meta);
+        (
+            stats.vacancy_windows,
+            stats.vacancy_total_s,
+            stats.vacancy_min_s,
+            stats.vacancy_max_s,
+        ) = (count, total, min, max);
+        if let (Some(l), Some(&(first, _))) = (&live, windows.first()) {
+            stats.turbines_moved_before_first_vacancy = Some(l.moved_before(first));
+        }
+        anomalies.extend(lease::vacancy_anomaly(&windows, meta));
+    }
+
+    let stats = serde_json::to_value(&stats).expect("stats are plain data");
+    Verdict::new(anomalies, reasons, stats)
+}

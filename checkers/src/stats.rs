@@ -1,0 +1,79 @@
+//! The figures a verdict carries for the report and the sweep (`Verdict::stats`), one documented field each.
+
+use serde::{Deserialize, Serialize};
+use std::collections::BTreeMap;
+
+/// `Verdict::stats`, serialized. Times are scenario ms since the scenario's
+/// midnight (`*_scenario_ms`) with their `HH:MM:SS.s` twin (`*_time`);
+/// durations are scenario seconds (`*_s`). Fields that need the audit or the
+/// final state are zero/empty when that input was missing (the verdict says
+/// `unknown` then). Read it back with `serde_json::from_value::<Stats>`.
+#[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize)]
+pub struct Stats {
+    /// History events folded (every line, invokes included).
+    pub events: u64,
+    /// Ingest readings (turbine x batch) completed `ok`: must be present exactly once.
+    pub readings_acknowledged: u64,
+    /// Ingest readings completed `info`: may or may not be present.
+    pub readings_uncertain: u64,
+    /// Ingest readings completed `fail`: certainly not written.
+    pub readings_failed: u64,
+    /// Every grant of the job's claim, in commit order, from the routing db's audit.
+    pub grants: Vec<GrantStat>,
+    /// Windows with no valid claim while the plan was unfinished.
+    pub vacancy_windows: u64,
+    pub vacancy_total_s: f64,
+    pub vacancy_min_s: f64,
+    pub vacancy_max_s: f64,
+    /// Per box that wrote after its lease expired: scenario seconds from the
+    /// expiry to its last such write (April: `box-2` 71.0).
+    pub writes_after_expiry_s: BTreeMap<String, f64>,
+    /// Mover writes committed after their grant's last known expiry.
+    pub writes_after_expiry: u64,
+    /// Pairs of grants of different boxes whose writes overlapped, and the overlap in all.
+    pub concurrent_holder_pairs: u64,
+    pub concurrent_holders_s: f64,
+    /// Turbines in the move plan.
+    pub turbines_planned: u64,
+    /// Planned turbines whose source shard holds no rows at the end.
+    pub turbines_moved: u64,
+    /// Of those, moved (last source delete committed) before the first vacancy
+    /// began; `None` when there was no vacancy (April: 107).
+    pub turbines_moved_before_first_vacancy: Option<u64>,
+    /// Planned turbines still on their source shard (the job did not finish).
+    pub turbines_not_moved: Vec<String>,
+    /// When the last planned turbine left its source; `None` when the plan did not finish.
+    pub plan_finished_scenario_ms: Option<i64>,
+    pub plan_finished_time: Option<String>,
+    /// Turbines with acknowledged readings on no shard, and how many readings that is.
+    pub lost_turbines: Vec<String>,
+    pub rows_lost: u64,
+    /// Readings present more than once, and the rows beyond their first copy.
+    pub duplicated_readings: u64,
+    pub duplicate_rows_extra: u64,
+    /// Readings present only off their owner shard.
+    pub misplaced_readings: u64,
+    /// Readings present that were neither seeded nor acknowledged nor uncertain.
+    pub unexpected_readings: u64,
+    /// Mover writes a shard accepted from an older grant after a newer one had written there.
+    pub stale_writes_accepted: u64,
+    /// Writes a shard's fence refused (history `fail` with reason `fenced`).
+    pub refused_writes: u64,
+    /// Mover writes by a box that held no grant at the time.
+    pub ungranted_writes: u64,
+    /// Audit sizes: shard writes and claim changes read.
+    pub shard_writes: u64,
+    pub claim_changes: u64,
+}
+
+/// One grant of the claim.
+#[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize)]
+pub struct GrantStat {
+    pub holder: String,
+    pub token: i64,
+    pub scenario_ms: i64,
+    pub time: String,
+    /// The last expiry the audit showed for it (a release counts as expiring at its commit).
+    pub last_expiry_scenario_ms: i64,
+    pub released: bool,
+}

@@ -1,0 +1,251 @@
+//! Planted runs as data: every folder under `tests/data/` is a stored run with the verdict it must get (`expect.json`).
+//!
+//! `expect.json`: `valid`; `anomalies`, the exact set of classes with their
+//! `count`, `severity` and (optionally) `first` scenario time; `reasons`,
+//! substrings the unknown reasons must contain; `stats`, a subset of
+//! `Verdict::stats` that must match. A new anomaly class is a new folder.
+
+use chaos_checkers::{check, AnomalyClass, HistoryFold, Verdict};
+use chaos_history::{read_history, Audit, FinalState, RunMeta, RunRecord};
+use serde_json::Value;
+use std::path::{Path, PathBuf};
+
+fn data_dir() -> PathBuf {
+    Path::new(env!("CARGO_MANIFEST_DIR"))
+        .join("tests")
+        .join("data")
+}
+
+fn load<T: serde::de::DeserializeOwned>(path: &Path) -> Option<T> {
+    let text = std::fs::read_to_string(path).ok()?;
+    Some(serde_json::from_str(&text).unwrap_or_else(|e| panic!("{}: {e}", path.display())))
+}
+
+fn record(dir: &Path) -> RunRecord {
+    let meta: RunMeta = load(&dir.join("run.json")).expect("every case has a run.json");
+    let history_path = dir.join("history.jsonl");
+    let history = if history_path.exists() {
+        read_history(&history_path).expect("history parses")
+    } else {
+        Vec::new()
+    };
+    RunRecord {
+        meta,
+        history,
+        audit: load::<Audit>(&dir.join("audit.json")),
+        final_state: load::<FinalState>(&dir.join("final-state.json")),
+    }
+}
+
+/// The same run checked by streaming `history.jsonl` line by line, as `chaos check DIR` does.
+fn check_streamed(dir: &Path, rec: &RunRecord) -> Verdict {
+    let mut fold = HistoryFold::new(&rec.meta);
+    let text = std::fs::read_to_string(dir.join("history.jsonl")).unwrap_or_default();
+    for line in text.lines().filter(|l| !l.trim().is_empty()) {
+        fold.observe_line(line).expect("a history line folds");
+    }
+    fold.finish(&rec.meta, rec.audit.as_ref(), rec.final_state.as_ref())
+}
+
+fn same_json(a: &Value, b: &Value) -> bool {
+    match (a, b) {
+        (Value::Number(x), Value::Number(y)) => {
+            (x.as_f64().unwrap() - y.as_f64().unwrap()).abs() < 1e-6
+        }
+        _ => a == b,
+    }
+}
+
+/// Every way the verdict differs from `expect.json`, one line each.
+fn mismatches(verdict: &Verdict, expect: &Value) -> Vec<String> {
+    let mut out = Vec::new();
+    let valid = serde_json::to_value(verdict.valid).unwrap();
+    if valid != expect["valid"] {
+        out.push(format!("valid: got {valid}, want {}", expect["valid"]));
+    }
+    let want = expect["anomalies"].as_object().cloned().unwrap_or_default();
+    for a in &verdict.anomalies {
+        let name = a.class.name();
+        let Some(w) = want.get(name) else {
+            out.push(format!("unexpected {name} x{} ({})", a.count, a.summary));
+            continue;
+        };
+        if w["count"].as_u64() != Some(a.count) {
+            out.push(format!("{name}: count {}, want {}", a.count, w["count"]));
+        }
+        if serde_json::to_value(a.severity).unwrap() != w["severity"] {
+            out.push(format!(
+                "{name}: severity {:?}, want {}",
+                a.severity, w["severity"]
+            ));
+        }
+        if let Some(first) = w.get("first") {
+            if a.first_scenario_time.as_deref() != first.as_str() {
+                out.push(format!(
+                    "{name}: first {:?}, want {first}",
+                    a.first_scenario_time
+                ));
+            }
+        }
+    }
+    for name in want.keys() {
+        if !verdict.anomalies.iter().any(|a| a.class.name() == name) {
+            out.push(format!("missing {name}"));
+        }
+    }
+    for r in expect["reasons"].as_array().into_iter().flatten() {
+        let r = r.as_str().unwrap();
+        if !verdict.reasons.iter().any(|have| have.contains(r)) {
+            out.push(format!(
+                "no reason mentions {r:?} (reasons: {:?})",
+                verdict.reasons
+            ));
+        }
+    }
+    if expect["valid"] != "unknown"
+        && !verdict.reasons.is_empty()
+        && verdict.valid != chaos_checkers::Validity::Invalid
+    {
+        out.push(format!("unexpected reasons {:?}", verdict.reasons));
+    }
+    for (k, w) in expect["stats"].as_object().into_iter().flatten() {
+        let got = &verdict.stats[k];
+        if !same_json(got, w) {
+            out.push(format!("stats.{k}: got {got}, want {w}"));
+        }
+    }
+    out
+}
+
+fn run_case(dir: &Path) -> Vec<String> {
+    let rec = record(dir);
+    let expect: Value = load(&dir.join("expect.json")).expect("every case has an expect.json");
+    let verdict = check(&rec);
+    let mut out = mismatches(&verdict, &expect);
+    if check_streamed(dir, &rec) != verdict {
+        out.push(
+            "streaming history.jsonl through observe_line gave a different verdict".to_string(),
+        );
+    }
+    out
+}
+
+fn case(name: &str) -> Verdict {
+    let dir = data_dir().join(name);
+    let problems = run_case(&dir);
+    assert!(problems.is_empty(), "{name}:\n  {}", problems.join("\n  "));
+    check(&record(&dir))
+}
+
+#[test]
+fn every_case_folder_gets_its_expected_verdict() {
+    let mut dirs: Vec<PathBuf> = std::fs::read_dir(data_dir())
+        .unwrap()
+        .map(|e| e.unwrap().path())
+        .filter(|p| p.is_dir())
+        .collect();
+    dirs.sort();
+    assert!(dirs.len() >= 20, "the planted runs are missing");
+    let mut failures = Vec::new();
+    for dir in &dirs {
+        let problems = run_case(dir);
+        if !problems.is_empty() {
+            failures.push(format!(
+                "{}:\n    {}",
+                dir.file_name().unwrap().to_string_lossy(),
+                problems.join("\n    ")
+            ));
+        }
+    }
+    assert!(
+        failures.is_empty(),
+        "{} of {} cases failed:\n{}",
+        failures.len(),
+        dirs.len(),
+        failures.join("\n")
+    );
+}
+
+/// Lesson 032's figures: 71 s of writes after expiry, 34 s of vacancy, a turbine whose history begins at 22:26:2x.
+#[test]
+fn april_lease_only() {
+    let v = case("april-lease-only");
+    let lost = v.anomaly(AnomalyClass::LostRows).unwrap();
+    let t = &lost.evidence["turbines"][0];
+    assert_eq!(t["turbine"], "AP-0163");
+    assert_eq!(t["surviving_from_time"], "22:26:25.0");
+    assert_eq!(t["first_lost_time"], "-365d 22:23:00.0");
+    assert_eq!(t["lost_by"]["app"], "box-2");
+    let late = v.anomaly(AnomalyClass::WriteAfterLeaseExpiry).unwrap();
+    assert_eq!(late.evidence["boxes"][0]["expired_at_time"], "22:25:10.0");
+    assert_eq!(late.evidence["boxes"][0]["last_write_time"], "22:26:21.0");
+    assert_eq!(late.evidence["boxes"][0]["seconds_after_expiry"], 71.0);
+    let stale = v.anomaly(AnomalyClass::StaleTokenWrite).unwrap();
+    assert_eq!(stale.evidence["writes"][0]["newer_token"], 18);
+    assert_eq!(stale.evidence["writes"][0]["newer_holder"], "box-3");
+    let vacancy = v.anomaly(AnomalyClass::VacancyWindow).unwrap();
+    assert_eq!(vacancy.evidence["windows"][0]["to_time"], "22:25:44.0");
+    let summary = v.summary(&record(&data_dir().join("april-lease-only")).meta.clock);
+    assert!(summary.starts_with("INVALID"), "{summary}");
+    assert!(
+        summary.contains("box-2 wrote for 71 s after its lease (token 17) expired at 22:25:10.0"),
+        "{summary}"
+    );
+    assert_eq!(v.stats["grants"][1]["time"], "22:25:44.0");
+}
+
+/// The fenced twin: the same night is valid; the refusal and the Tuesday cleanup are reported.
+#[test]
+fn april_fenced() {
+    let v = case("april-fenced");
+    let refused = v.anomaly(AnomalyClass::StaleWriteRefused).unwrap();
+    assert_eq!(refused.evidence["refusals"][0]["box"], "box-2");
+    assert_eq!(refused.evidence["refusals"][0]["token"], 17);
+    assert_eq!(refused.evidence["refusals"][0]["shard_token"], 18);
+    let dup = v.anomaly(AnomalyClass::DuplicatedRows).unwrap();
+    assert_eq!(dup.evidence["turbines"][0]["turbine"], "AP-0163");
+    assert!(v
+        .summary(&record(&data_dir().join("april-fenced")).meta.clock)
+        .starts_with("VALID"));
+}
+
+#[test]
+fn stale_token_write_alone() {
+    let v = case("stale-token-write-alone");
+    let w = &v.anomaly(AnomalyClass::StaleTokenWrite).unwrap().evidence["writes"][0];
+    assert_eq!(
+        (
+            w["box"].as_str(),
+            w["token"].as_i64(),
+            w["newer_token"].as_i64(),
+            w["shard"].as_str()
+        ),
+        (Some("box-1"), Some(5), Some(6), Some("shard2"))
+    );
+}
+
+#[test]
+fn equal_commit_timestamps() {
+    case("equal-commit-timestamps");
+}
+
+#[test]
+fn write_at_expiry_instant() {
+    case("write-at-expiry-instant");
+}
+
+#[test]
+fn history_cut_short() {
+    case("history-cut-short");
+}
+
+/// Prints the April summaries (`cargo test -p chaos-checkers --test cases -- --nocapture april_summaries`).
+#[test]
+fn april_summaries() {
+    for name in ["april-lease-only", "april-fenced"] {
+        let rec = record(&data_dir().join(name));
+        let summary = check(&rec).summary(&rec.meta.clock);
+        println!("{name}:\n{summary}");
+        assert_eq!(summary.lines().count(), 1 + check(&rec).anomalies.len());
+    }
+}

@@ -1,0 +1,225 @@
+//! The process backend: local Postgres servers on 127.0.0.1 from one cached template, movers as child processes in their own process groups.
+
+use super::{ClusterSpec, MoverProgram, MoverSpec, StopMode, START_TIMEOUT, STOP_TIMEOUT};
+use crate::pg::{PgInstall, PgNode};
+use crate::procs;
+use std::collections::BTreeMap;
+use std::path::PathBuf;
+use std::process::Stdio;
+use std::time::{Duration, Instant};
+use tokio::process::{Child, ChildStdout, Command};
+
+/// Local database servers for one run.
+pub struct ProcessCluster {
+    pub install: PgInstall,
+    pub nodes: BTreeMap<String, PgNode>,
+    data_root: PathBuf,
+    /// Time to copy the template and start every node.
+    pub start_time: Duration,
+}
+
+impl ProcessCluster {
+    /// Copy the template and start every node in parallel.
+    pub async fn start(spec: &ClusterSpec) -> anyhow::Result<ProcessCluster> {
+        let began = Instant::now();
+        let install = PgInstall::find()?;
+        let template = install.template().await?;
+        let data_root = std::env::var_os("CHAOS_DATA_DIR")
+            .map(PathBuf::from)
+            .unwrap_or_else(|| PathBuf::from("/tmp/chaos-data"))
+            .join(&spec.run_id);
+        std::fs::create_dir_all(&data_root)
+            .map_err(|e| anyhow::anyhow!("create {}: {e}", data_root.display()))?;
+        if let Some(parent) = data_root.parent() {
+            let _ = install.give(parent);
+        }
+        install.give(&data_root)?;
+        let mut cluster = ProcessCluster {
+            install: install.clone(),
+            nodes: BTreeMap::new(),
+            data_root: data_root.clone(),
+            start_time: Duration::ZERO,
+        };
+        let creates = spec.nodes.iter().map(|name| {
+            let install = install.clone();
+            let template = template.clone();
+            let dir = data_root.join(name);
+            let log = spec.log_dir.join(format!("{name}.log"));
+            let name = name.clone();
+            async move {
+                let port = procs::free_port().map_err(|e| anyhow::anyhow!("no free port: {e}"))?;
+                let mut node = PgNode::create(&install, &name, &template, dir, port, log).await?;
+                node.start(START_TIMEOUT).await?;
+                anyhow::Ok(node)
+            }
+        });
+        // Every node is kept (and so stopped on drop) even when another failed.
+        let results = futures_util::future::join_all(creates).await;
+        let mut first_error = None;
+        for r in results {
+            match r {
+                Ok(node) => {
+                    cluster.nodes.insert(node.name.clone(), node);
+                }
+                Err(e) => first_error = first_error.or(Some(e)),
+            }
+        }
+        if let Some(e) = first_error {
+            cluster.stop_all().await;
+            return Err(e);
+        }
+        cluster.start_time = began.elapsed();
+        Ok(cluster)
+    }
+
+    /// The harness's own (unproxied) URL of a node.
+    pub fn admin_url(&self, node: &str) -> String {
+        self.nodes[node].url()
+    }
+
+    /// Where the proxy should forward a link to `node`.
+    pub fn upstream(&self, node: &str) -> String {
+        format!("127.0.0.1:{}", self.nodes[node].port)
+    }
+
+    pub async fn stop_node(&mut self, node: &str, mode: StopMode) -> anyhow::Result<()> {
+        let n = self
+            .nodes
+            .get_mut(node)
+            .ok_or_else(|| anyhow::anyhow!("unknown node {node}"))?;
+        if !n.is_running() {
+            anyhow::bail!("{node} is not running");
+        }
+        n.stop(mode, STOP_TIMEOUT).await?;
+        Ok(())
+    }
+
+    /// Start a stopped node on its kept data; returns how long until it accepted connections.
+    pub async fn start_node(&mut self, node: &str) -> anyhow::Result<Duration> {
+        let n = self
+            .nodes
+            .get_mut(node)
+            .ok_or_else(|| anyhow::anyhow!("unknown node {node}"))?;
+        if n.is_running() {
+            anyhow::bail!("{node} is already running");
+        }
+        Ok(n.start(START_TIMEOUT).await?)
+    }
+
+    pub fn last_start(&self, node: &str) -> Duration {
+        self.nodes
+            .get(node)
+            .map(|n| n.last_start)
+            .unwrap_or_default()
+    }
+
+    /// Stop every node (fast, then immediate) and remove the data directories.
+    pub async fn stop_all(&mut self) {
+        let stops = self
+            .nodes
+            .values_mut()
+            .map(|n| n.stop(StopMode::Fast, Duration::from_secs(10)));
+        futures_util::future::join_all(stops).await;
+        self.nodes.clear();
+        if std::env::var_os("CHAOS_KEEP_DATA").is_none() {
+            let _ = std::fs::remove_dir_all(&self.data_root);
+        }
+    }
+}
+
+impl Drop for ProcessCluster {
+    fn drop(&mut self) {
+        // PgNode's own Drop stops any server still running.
+        self.nodes.clear();
+        if std::env::var_os("CHAOS_KEEP_DATA").is_none() {
+            let _ = std::fs::remove_dir_all(&self.data_root);
+        }
+    }
+}
+
+/// A mover running as a local child process, in its own process group.
+pub struct ProcessMover {
+    pub box_name: String,
+    child: Child,
+    pub pid: i32,
+}
+
+impl ProcessMover {
+    /// Spawn the mover; its stdout (history lines) is handed back to the caller.
+    pub fn spawn(spec: &MoverSpec) -> anyhow::Result<(ProcessMover, ChildStdout)> {
+        let mut cmd = match &spec.program {
+            MoverProgram::Exec { program, args } => {
+                let mut c = Command::new(program);
+                c.args(args);
+                c
+            }
+            MoverProgram::Shell(line) => {
+                let mut c = Command::new("/bin/sh");
+                c.arg("-c").arg(format!("exec {line}"));
+                c
+            }
+        };
+        let log = std::fs::OpenOptions::new()
+            .create(true)
+            .append(true)
+            .open(&spec.log_path)
+            .map_err(|e| anyhow::anyhow!("open {}: {e}", spec.log_path.display()))?;
+        cmd.envs(spec.env.iter().map(|(k, v)| (k.as_str(), v.as_str())))
+            .stdin(Stdio::null())
+            .stdout(Stdio::piped())
+            .stderr(log)
+            .kill_on_drop(true);
+        procs::own_group(&mut cmd);
+        procs::die_with_parent(&mut cmd);
+        let mut child = cmd
+            .spawn()
+            .map_err(|e| anyhow::anyhow!("{}: cannot start the mover: {e}", spec.box_name))?;
+        let stdout = child.stdout.take().expect("stdout is piped");
+        let pid = child.id().map(|p| p as i32).unwrap_or(-1);
+        Ok((
+            ProcessMover {
+                box_name: spec.box_name.clone(),
+                child,
+                pid,
+            },
+            stdout,
+        ))
+    }
+
+    /// Signal the mover's whole process group (SIGSTOP reaches its children too).
+    pub fn signal(&self, sig: i32) -> anyhow::Result<()> {
+        if unsafe { libc::kill(-self.pid, sig) } != 0 {
+            anyhow::bail!(
+                "{}: signal {sig} failed: {}",
+                self.box_name,
+                std::io::Error::last_os_error()
+            );
+        }
+        Ok(())
+    }
+
+    /// Wait for exit; returns the exit code (None: killed by a signal).
+    pub async fn wait(&mut self) -> Option<i32> {
+        self.child.wait().await.ok().and_then(|s| s.code())
+    }
+
+    pub fn try_wait(&mut self) -> Option<Option<i32>> {
+        self.child.try_wait().ok().flatten().map(|s| s.code())
+    }
+
+    /// SIGKILL the group and reap.
+    pub async fn kill(&mut self) {
+        unsafe { libc::kill(-self.pid, libc::SIGCONT) };
+        unsafe { libc::kill(-self.pid, libc::SIGKILL) };
+        let _ = self.child.wait().await;
+    }
+}
+
+impl Drop for ProcessMover {
+    fn drop(&mut self) {
+        if let Ok(None) = self.child.try_wait() {
+            unsafe { libc::kill(-self.pid, libc::SIGCONT) };
+            unsafe { libc::kill(-self.pid, libc::SIGKILL) };
+        }
+    }
+}

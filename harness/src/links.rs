@@ -1,0 +1,168 @@
+//! The links: one Toxiproxy proxy per client-to-database link, on our embedded server or on a real Toxiproxy the user names. The only place the harness talks to the proxy.
+
+use crate::scenario::Scenario;
+use chaos_nemesis::{FaultKind, Stream};
+use chaos_proxy::{ProxyServer, ToxiproxyClient};
+use serde_json::{json, Value};
+use std::collections::BTreeMap;
+use std::net::SocketAddr;
+use std::sync::Mutex;
+
+/// Proxy names cannot hold `->` in a URL path: `box-2->shard1` is proxy `box-2_to_shard1`.
+pub fn proxy_name(link: &str) -> String {
+    link.replace("->", "_to_")
+}
+
+pub struct Links {
+    client: ToxiproxyClient,
+    embedded: Mutex<Option<ProxyServer>>,
+    /// Link name -> the address clients connect to.
+    listen: Mutex<BTreeMap<String, String>>,
+    pub api: String,
+}
+
+impl Links {
+    /// Our embedded server on a free loopback port, or the Toxiproxy at `external` (host:port).
+    pub async fn start(external: Option<&str>) -> anyhow::Result<Links> {
+        let (embedded, api) = match external {
+            Some(addr) => (None, addr.to_string()),
+            None => {
+                let server = chaos_proxy::start("127.0.0.1:0".parse::<SocketAddr>()?).await?;
+                let api = server.api_addr().to_string();
+                (Some(server), api)
+            }
+        };
+        let client = ToxiproxyClient::new(&api);
+        if external.is_some() {
+            // A real server may hold proxies from an earlier run: start clean.
+            client
+                .reset()
+                .await
+                .map_err(|e| anyhow::anyhow!("the Toxiproxy at {api} does not answer: {e}"))?;
+        }
+        Ok(Links {
+            client,
+            embedded: Mutex::new(embedded),
+            listen: Mutex::new(BTreeMap::new()),
+            api,
+        })
+    }
+
+    /// Create the proxy for `link` forwarding to `upstream`; returns the address clients use.
+    pub async fn add(&self, link: &str, listen: &str, upstream: &str) -> anyhow::Result<String> {
+        let info = self
+            .client
+            .create_proxy(&proxy_name(link), listen, upstream)
+            .await
+            .map_err(|e| anyhow::anyhow!("proxy for {link}: {e}"))?;
+        self.listen
+            .lock()
+            .unwrap()
+            .insert(link.to_string(), info.listen.clone());
+        Ok(info.listen)
+    }
+
+    /// The address clients of `link` connect to.
+    pub fn addr(&self, link: &str) -> Option<String> {
+        self.listen.lock().unwrap().get(link).cloned()
+    }
+
+    /// Apply a link fault; durations are scenario ms, scaled to real here.
+    pub async fn inject(
+        &self,
+        link: &str,
+        kind: &FaultKind,
+        scenario: &Scenario,
+    ) -> anyhow::Result<Value> {
+        let name = proxy_name(link);
+        let real =
+            |scenario_ms: i64| scenario.real_ms(scenario_ms as f64).min(u32::MAX as u64) as u32;
+        let streams = |s: &Stream| -> Vec<chaos_proxy::Stream> {
+            s.names()
+                .iter()
+                .map(|n| chaos_proxy::Stream::parse(n).expect("upstream/downstream"))
+                .collect()
+        };
+        let c = &self.client;
+        let out = match kind {
+            FaultKind::Latency {
+                latency_ms,
+                jitter_ms,
+                stream,
+                ..
+            } => {
+                for s in streams(stream) {
+                    c.latency(&name, s, real(*latency_ms), real(*jitter_ms))
+                        .await?;
+                }
+                json!({ "link": link, "latency_real_ms": real(*latency_ms), "jitter_real_ms": real(*jitter_ms) })
+            }
+            FaultKind::Bandwidth {
+                rate_kb, stream, ..
+            } => {
+                // KB per scenario second becomes KB per real second at the scale.
+                let rate = ((*rate_kb as f64) * 1000.0 / scenario.file.time_scale_ms)
+                    .round()
+                    .clamp(1.0, u32::MAX as f64) as u32;
+                for s in streams(stream) {
+                    c.bandwidth(&name, s, rate).await?;
+                }
+                json!({ "link": link, "rate_real_kb": rate })
+            }
+            FaultKind::Down { .. } => {
+                c.down(&name).await?;
+                json!({ "link": link })
+            }
+            FaultKind::Timeout {
+                timeout_ms, stream, ..
+            } => {
+                for s in streams(stream) {
+                    c.timeout(&name, s, real(*timeout_ms)).await?;
+                }
+                json!({ "link": link, "timeout_real_ms": real(*timeout_ms) })
+            }
+            FaultKind::ResetPeer {
+                timeout_ms, stream, ..
+            } => {
+                for s in streams(stream) {
+                    c.reset_peer(&name, s, real(*timeout_ms)).await?;
+                }
+                json!({ "link": link, "timeout_real_ms": real(*timeout_ms) })
+            }
+            other => anyhow::bail!("{} is not a link fault", other.verb()),
+        };
+        Ok(out)
+    }
+
+    /// Remove every toxic on `link` and enable it.
+    pub async fn heal(&self, link: &str) -> anyhow::Result<()> {
+        self.client.heal(&proxy_name(link)).await?;
+        Ok(())
+    }
+
+    /// Remove every toxic everywhere and enable every proxy.
+    pub async fn reset(&self) -> anyhow::Result<()> {
+        self.client.reset().await?;
+        Ok(())
+    }
+
+    /// Stop the embedded server (a real Toxiproxy is left as found, less our proxies).
+    pub async fn shutdown(&self) {
+        let server = self.embedded.lock().unwrap().take();
+        match server {
+            Some(s) => s.shutdown().await,
+            None => {
+                let names: Vec<String> = self
+                    .listen
+                    .lock()
+                    .unwrap()
+                    .keys()
+                    .map(|l| proxy_name(l))
+                    .collect();
+                for n in names {
+                    let _ = self.client.delete_proxy(&n).await;
+                }
+            }
+        }
+    }
+}

@@ -1,0 +1,511 @@
+//! Scenarios: TOML files parsed once into a validated `Scenario`; nothing downstream re-validates.
+
+use chaos_history::ScenarioClock;
+use chaos_nemesis::{Fault, FaultKind, RandomProfile, Topology};
+use serde::{Deserialize, Serialize};
+use std::path::{Path, PathBuf};
+
+/// A scenario file that cannot be used, said in one line naming the file and the field.
+#[derive(Debug, thiserror::Error)]
+pub enum ScenarioError {
+    #[error("no scenario '{0}': not a file, and not in scenarios/ (try `chaos list`)")]
+    NotFound(String),
+    #[error("{path}: {source}")]
+    Read {
+        path: String,
+        source: std::io::Error,
+    },
+    #[error("{path}: {message}")]
+    Parse { path: String, message: String },
+    #[error("{path}: {field}: {message}")]
+    Field {
+        path: String,
+        field: String,
+        message: String,
+    },
+}
+
+#[derive(Debug, Clone, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct ScenarioFile {
+    pub name: String,
+    #[serde(default)]
+    pub description: String,
+    /// Scenario start, `HH:MM:SS`.
+    pub start: String,
+    /// Time limit: the run is stopped at this scenario time.
+    pub end: String,
+    /// The scenario's calendar day (`YYYY-MM-DD`), the date readings carry.
+    #[serde(default = "default_date")]
+    pub date: String,
+    /// Real ms per scenario second.
+    #[serde(default = "default_scale")]
+    pub time_scale_ms: f64,
+    #[serde(default = "default_seed")]
+    pub seed: u64,
+    #[serde(default)]
+    pub cluster: ClusterSection,
+    #[serde(default)]
+    pub data: DataSection,
+    pub lease: LeaseSection,
+    #[serde(default)]
+    pub mover: MoverSection,
+    #[serde(default, rename = "fault")]
+    pub faults: Vec<FaultEntry>,
+    #[serde(default)]
+    pub nemesis: NemesisSection,
+    #[serde(default)]
+    pub expect: ExpectSection,
+}
+
+fn default_date() -> String {
+    "2026-04-13".into()
+}
+fn default_scale() -> f64 {
+    10.0
+}
+fn default_seed() -> u64 {
+    1
+}
+
+#[derive(Debug, Clone, Serialize, Deserialize)]
+#[serde(deny_unknown_fields, default)]
+pub struct ClusterSection {
+    pub shards: usize,
+    pub boxes: usize,
+}
+
+impl Default for ClusterSection {
+    fn default() -> Self {
+        ClusterSection {
+            shards: 3,
+            boxes: 4,
+        }
+    }
+}
+
+#[derive(Debug, Clone, Serialize, Deserialize)]
+#[serde(deny_unknown_fields, default)]
+pub struct DataSection {
+    pub turbines: u32,
+    pub seeded_turbines: u32,
+    /// Seeded readings per turbine: a year at 2 s is 15,768,000; the default is 1/1000 of that.
+    pub rows_per_turbine: u32,
+    pub old_divisor: u32,
+    pub new_divisor: u32,
+    /// Ingest cadence, scenario seconds (0: no ingest).
+    pub ingest_every_s: f64,
+}
+
+impl Default for DataSection {
+    fn default() -> Self {
+        DataSection {
+            turbines: 300,
+            seeded_turbines: 200,
+            rows_per_turbine: 15_768,
+            old_divisor: 2,
+            new_divisor: 3,
+            ingest_every_s: 2.0,
+        }
+    }
+}
+
+#[derive(Debug, Clone, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct LeaseSection {
+    #[serde(default = "default_job")]
+    pub job: String,
+    pub lease_s: f64,
+    pub poll_s: f64,
+    pub copy_s: f64,
+    #[serde(default = "one")]
+    pub first_token: i64,
+    /// Batches per turbine copy.
+    #[serde(default = "ten")]
+    pub batches: u32,
+}
+
+fn default_job() -> String {
+    "rebalance".into()
+}
+fn one() -> i64 {
+    1
+}
+fn ten() -> u32 {
+    10
+}
+
+#[derive(Debug, Clone, Serialize, Deserialize)]
+#[serde(deny_unknown_fields, default)]
+pub struct MoverSection {
+    pub fencing: String,
+    pub on_renew_failure: String,
+    pub on_lost: String,
+    pub check_expiry_before_write: bool,
+    pub election: String,
+    /// A program following the mover protocol instead of the reference mover.
+    pub command: Option<String>,
+    /// Extra arguments for the reference mover.
+    pub args: Vec<String>,
+}
+
+impl Default for MoverSection {
+    fn default() -> Self {
+        MoverSection {
+            fencing: "off".into(),
+            on_renew_failure: "stop".into(),
+            on_lost: "stop".into(),
+            check_expiry_before_write: false,
+            election: "lease".into(),
+            command: None,
+            args: vec![],
+        }
+    }
+}
+
+/// A scripted fault: `at`, then `for_s` or `until`, then the fault's own fields.
+#[derive(Debug, Clone, Serialize, Deserialize)]
+pub struct FaultEntry {
+    pub at: String,
+    #[serde(default)]
+    pub until: Option<String>,
+    #[serde(default)]
+    pub for_s: Option<f64>,
+    #[serde(default)]
+    pub note: Option<String>,
+    #[serde(flatten)]
+    pub kind: FaultKind,
+}
+
+#[derive(Debug, Clone, Default, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct NemesisSection {
+    #[serde(default)]
+    pub random: Option<RandomProfile>,
+}
+
+#[derive(Debug, Clone, Default, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct ExpectSection {
+    /// What the scenario is expected to show, for documentation and tests.
+    #[serde(default)]
+    pub verdict: Option<String>,
+}
+
+/// A validated scenario, with times in scenario ms.
+#[derive(Debug, Clone, Serialize)]
+pub struct Scenario {
+    pub file: ScenarioFile,
+    pub path: PathBuf,
+    pub start_ms: i64,
+    pub end_ms: i64,
+    pub day_unix_ms: i64,
+    pub faults: Vec<Fault>,
+}
+
+impl Scenario {
+    pub fn topology(&self) -> Topology {
+        Topology::new(self.file.cluster.boxes, self.file.cluster.shards)
+    }
+
+    /// The clock for a run that starts now.
+    pub fn clock(&self, start_unix_ns: i64) -> ScenarioClock {
+        ScenarioClock {
+            start_unix_ns,
+            start_scenario_ms: self.start_ms,
+            real_ns_per_scenario_s: (self.file.time_scale_ms * 1_000_000.0).round() as i64,
+            scenario_day_unix_ms: self.day_unix_ms,
+        }
+    }
+
+    /// Scenario ms to real ms at this scenario's scale (at least 1 when positive).
+    pub fn real_ms(&self, scenario_ms: f64) -> u64 {
+        let ms = scenario_ms * self.file.time_scale_ms / 1000.0;
+        if scenario_ms > 0.0 {
+            (ms.round() as u64).max(1)
+        } else {
+            0
+        }
+    }
+}
+
+/// The scenarios folder: `$CHAOS_SCENARIOS`, else `scenarios/` here or beside the binary's workspace.
+pub fn scenarios_dir() -> PathBuf {
+    if let Some(d) = std::env::var_os("CHAOS_SCENARIOS") {
+        return d.into();
+    }
+    let here = PathBuf::from("scenarios");
+    if here.is_dir() {
+        return here;
+    }
+    PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("../scenarios")
+}
+
+/// `april` finds scenarios/april.toml; a path to any TOML file works too.
+pub fn resolve(name_or_path: &str) -> Result<PathBuf, ScenarioError> {
+    let p = Path::new(name_or_path);
+    if p.is_file() {
+        return Ok(p.to_path_buf());
+    }
+    let in_dir = scenarios_dir().join(format!("{name_or_path}.toml"));
+    if in_dir.is_file() {
+        return Ok(in_dir);
+    }
+    Err(ScenarioError::NotFound(name_or_path.into()))
+}
+
+/// Every scenario in the scenarios folder: (name, description).
+pub fn list() -> Vec<(String, String, PathBuf)> {
+    let mut out = Vec::new();
+    if let Ok(entries) = std::fs::read_dir(scenarios_dir()) {
+        for e in entries.flatten() {
+            let path = e.path();
+            if path.extension().and_then(|x| x.to_str()) == Some("toml") {
+                let desc = load(&path)
+                    .map(|s| s.file.description.lines().next().unwrap_or("").to_string())
+                    .unwrap_or_else(|e| format!("(does not load: {e})"));
+                out.push((
+                    path.file_stem()
+                        .unwrap_or_default()
+                        .to_string_lossy()
+                        .into_owned(),
+                    desc,
+                    path,
+                ));
+            }
+        }
+    }
+    out.sort();
+    out
+}
+
+/// Load and validate a scenario file.
+pub fn load(path: &Path) -> Result<Scenario, ScenarioError> {
+    let text = std::fs::read_to_string(path).map_err(|source| ScenarioError::Read {
+        path: path.display().to_string(),
+        source,
+    })?;
+    let file: ScenarioFile = toml::from_str(&text).map_err(|e| ScenarioError::Parse {
+        path: path.display().to_string(),
+        message: e
+            .to_string()
+            .trim()
+            .replace('\n', " ")
+            .split_whitespace()
+            .collect::<Vec<_>>()
+            .join(" "),
+    })?;
+    validate(file, path)
+}
+
+/// Validate a parsed file (also used after command-line overrides).
+pub fn validate(file: ScenarioFile, path: &Path) -> Result<Scenario, ScenarioError> {
+    let p = path.display().to_string();
+    let field = |field: &str, message: String| ScenarioError::Field {
+        path: p.clone(),
+        field: field.into(),
+        message,
+    };
+    let time = |name: &str, text: &str| {
+        ScenarioClock::parse_time_of_day(text)
+            .ok_or_else(|| field(name, format!("'{text}' is not a time of day HH:MM:SS")))
+    };
+    let start_ms = time("start", &file.start)?;
+    let mut end_ms = time("end", &file.end)?;
+    if end_ms <= start_ms {
+        end_ms += 86_400_000; // a night that crosses midnight
+    }
+    let day_unix_ms = parse_date(&file.date)
+        .ok_or_else(|| field("date", format!("'{}' is not a date YYYY-MM-DD", file.date)))?;
+    if !(file.time_scale_ms > 0.0 && file.time_scale_ms <= 1000.0) {
+        return Err(field(
+            "time_scale_ms",
+            format!(
+                "must be in (0, 1000] real ms per scenario second (got {})",
+                file.time_scale_ms
+            ),
+        ));
+    }
+    let c = &file.cluster;
+    if !(1..=16).contains(&c.shards) || !(1..=16).contains(&c.boxes) {
+        return Err(field(
+            "cluster",
+            format!(
+                "shards and boxes must be 1 to 16 (got {} and {})",
+                c.shards, c.boxes
+            ),
+        ));
+    }
+    let d = &file.data;
+    if d.old_divisor == 0
+        || d.new_divisor == 0
+        || d.new_divisor as usize > c.shards
+        || d.old_divisor as usize > c.shards
+    {
+        return Err(field(
+            "data",
+            format!(
+                "old_divisor and new_divisor must be 1 to cluster.shards ({}) (got {} and {})",
+                c.shards, d.old_divisor, d.new_divisor
+            ),
+        ));
+    }
+    if d.seeded_turbines > d.turbines || d.turbines > 9999 {
+        return Err(field(
+            "data.seeded_turbines",
+            format!(
+                "must be at most data.turbines ({}), which is at most 9999",
+                d.turbines
+            ),
+        ));
+    }
+    if d.rows_per_turbine == 0 || d.rows_per_turbine > 15_768_000 {
+        return Err(field(
+            "data.rows_per_turbine",
+            format!(
+                "must be 1 to 15768000 (a year at 2 s) (got {})",
+                d.rows_per_turbine
+            ),
+        ));
+    }
+    if d.ingest_every_s < 0.0 {
+        return Err(field(
+            "data.ingest_every_s",
+            format!("must not be negative (got {})", d.ingest_every_s),
+        ));
+    }
+    let l = &file.lease;
+    for (name, v) in [
+        ("lease.lease_s", l.lease_s),
+        ("lease.poll_s", l.poll_s),
+        ("lease.copy_s", l.copy_s),
+    ] {
+        if !(v > 0.0) {
+            return Err(field(name, format!("must be above 0 (got {v})")));
+        }
+    }
+    if l.batches == 0 || l.batches > 1000 {
+        return Err(field(
+            "lease.batches",
+            format!("must be 1 to 1000 (got {})", l.batches),
+        ));
+    }
+    let m = &file.mover;
+    for (name, v, allowed) in [
+        ("mover.fencing", &m.fencing, &["off", "on"][..]),
+        (
+            "mover.on_renew_failure",
+            &m.on_renew_failure,
+            &["carry-on", "stop"][..],
+        ),
+        ("mover.on_lost", &m.on_lost, &["tidy-up", "stop"][..]),
+        ("mover.election", &m.election, &["lease", "unique"][..]),
+    ] {
+        if !allowed.contains(&v.as_str()) {
+            return Err(field(
+                name,
+                format!("'{v}' is not one of {}", allowed.join(", ")),
+            ));
+        }
+    }
+    if let Some(v) = &file.expect.verdict {
+        if !["valid", "invalid", "unknown"].contains(&v.as_str()) {
+            return Err(field(
+                "expect.verdict",
+                format!("'{v}' is not one of valid, invalid, unknown"),
+            ));
+        }
+    }
+    let mut faults = Vec::new();
+    for (i, f) in file.faults.iter().enumerate() {
+        let name = format!("fault[{i}]");
+        let mut at = time(&format!("{name}.at"), &f.at)?;
+        if at < start_ms {
+            at += 86_400_000;
+        }
+        let duration_ms = match (&f.until, f.for_s) {
+            (Some(_), Some(_)) => {
+                return Err(field(&name, "give `until` or `for_s`, not both".into()))
+            }
+            (Some(u), None) => {
+                let mut u = time(&format!("{name}.until"), u)?;
+                if u < start_ms {
+                    u += 86_400_000;
+                }
+                if u < at {
+                    return Err(field(
+                        &format!("{name}.until"),
+                        format!(
+                            "{} is before its start {}",
+                            f.until.as_deref().unwrap_or(""),
+                            f.at
+                        ),
+                    ));
+                }
+                Some(u - at)
+            }
+            (None, Some(s)) => {
+                if s < 0.0 {
+                    return Err(field(
+                        &format!("{name}.for_s"),
+                        format!("must not be negative (got {s})"),
+                    ));
+                }
+                Some((s * 1000.0).round() as i64)
+            }
+            (None, None) => None,
+        };
+        faults.push(Fault {
+            at_ms: at,
+            duration_ms,
+            kind: f.kind.clone(),
+            note: f.note.clone(),
+        });
+    }
+    let topology = Topology::new(c.boxes, c.shards);
+    if let Some(profile) = &file.nemesis.random {
+        let generated = chaos_nemesis::generate(file.seed, profile, &topology, start_ms, end_ms)
+            .map_err(|m| field("nemesis.random", m))?;
+        faults.extend(generated);
+    }
+    chaos_nemesis::expand(&faults, &topology, start_ms, end_ms, ScenarioClock::format)
+        .map_err(|e| field("fault", e.to_string()))?;
+    Ok(Scenario {
+        file,
+        path: path.to_path_buf(),
+        start_ms,
+        end_ms,
+        day_unix_ms,
+        faults,
+    })
+}
+
+/// `YYYY-MM-DD` to Unix ms at midnight UTC (days-from-civil).
+pub fn parse_date(text: &str) -> Option<i64> {
+    let mut parts = text.trim().split('-');
+    let y: i64 = parts.next()?.parse().ok()?;
+    let m: i64 = parts.next()?.parse().ok()?;
+    let d: i64 = parts.next()?.parse().ok()?;
+    if parts.next().is_some() || !(1..=12).contains(&m) || !(1..=31).contains(&d) {
+        return None;
+    }
+    let y2 = if m <= 2 { y - 1 } else { y };
+    let era = y2.div_euclid(400);
+    let yoe = y2 - era * 400;
+    let mp = (m + 9) % 12;
+    let doy = (153 * mp + 2) / 5 + d - 1;
+    let doe = yoe * 365 + yoe / 4 - yoe / 100 + doy;
+    Some((era * 146_097 + doe - 719_468) * 86_400_000)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn dates_are_utc_midnights() {
+        assert_eq!(parse_date("1970-01-01"), Some(0));
+        assert_eq!(parse_date("2026-04-13"), Some(1_776_038_400_000));
+        assert_eq!(parse_date("2026-13-01"), None);
+    }
+}

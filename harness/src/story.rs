@@ -1,0 +1,165 @@
+//! The run told in scenario time: the events an engineer compares with the incident (grants, failed renewals, carry-on, takeovers, refusals, tidy-ups, faults), from the history alone.
+
+use chaos_checkers::{AnomalyClass, Verdict};
+use chaos_history::{OpType, RunRecord, ScenarioClock};
+use std::collections::{BTreeMap, BTreeSet};
+
+/// At most this many lines; the rest is in history.jsonl and report.html.
+const MAX_LINES: usize = 40;
+
+pub fn story(record: &RunRecord, verdict: &Verdict) -> String {
+    let clock = &record.meta.clock;
+    let lost: BTreeSet<String> = verdict
+        .anomalies
+        .iter()
+        .filter(|a| a.class == AnomalyClass::LostRows)
+        .flat_map(|a| turbines_in(&a.evidence))
+        .collect();
+    let mut lines: Vec<(i64, String)> = Vec::new();
+    let mut copies: BTreeMap<String, u32> = BTreeMap::new();
+    let mut unreachable: BTreeSet<String> = BTreeSet::new();
+    let mut last_renew: BTreeMap<String, i64> = BTreeMap::new();
+    for op in &record.history {
+        let t = clock.scenario_ms_at_run_ns(op.time_ns);
+        let v = &op.value;
+        let s = |k: &str| {
+            v.get(k)
+                .map(|x| {
+                    x.as_str()
+                        .map(str::to_string)
+                        .unwrap_or_else(|| x.to_string())
+                })
+                .unwrap_or_default()
+        };
+        let p = op.process.as_str();
+        match (op.kind, op.f.as_str()) {
+            (OpType::Ok, "acquire") => {
+                lines.push((t, format!("{p} takes the claim (token {})", s("token"))))
+            }
+            (OpType::Ok, "copy") => *copies.entry(p.into()).or_default() += 1,
+            (OpType::Ok, "renew") => {
+                last_renew.insert(p.into(), t);
+                unreachable.remove(p);
+            }
+            (OpType::Fail, "renew") if s("reason") == "unreachable" => {
+                if unreachable.insert(p.into()) {
+                    if let Some(r) = last_renew.get(p) {
+                        lines.push((*r, format!("{p}: last renewal that got an answer")));
+                    }
+                    lines.push((t, format!("{p} finishes turbine {} and cannot reach the routing db to renew; retrying", copies.get(p).copied().unwrap_or(0))));
+                }
+            }
+            (OpType::Fail, "renew") if s("reason") == "lost" => lines.push((
+                t,
+                format!(
+                    "{p}: renewal shows the claim is lost (holder {})",
+                    or_unknown(&s("holder"))
+                ),
+            )),
+            (OpType::Info, "renew") if s("reason") == "carry-on" => {
+                lines.push((t, format!("{p} gives up renewing and carries on")))
+            }
+            (OpType::Info, "lost") => lines.push((
+                t,
+                format!("{p} learns it lost the claim (token {})", s("token")),
+            )),
+            (OpType::Invoke, "delete") if s("why") == "tidy-up" => lines.push((
+                t,
+                format!(
+                    "{p} tidies up: deletes {} from {}",
+                    s("turbine"),
+                    s("shard")
+                ),
+            )),
+            (OpType::Invoke, "copy") if lost.contains(&s("turbine")) => lines.push((
+                t,
+                format!(
+                    "{p} starts copying {} ({} -> {})",
+                    s("turbine"),
+                    s("from"),
+                    s("to")
+                ),
+            )),
+            (OpType::Ok, "copy") if lost.contains(&s("turbine")) => {
+                lines.push((t, format!("{p} has copied {}", s("turbine"))))
+            }
+            (OpType::Invoke, "delete") if lost.contains(&s("turbine")) => lines.push((
+                t,
+                format!(
+                    "{p} deletes {} from {} ({})",
+                    s("turbine"),
+                    s("shard"),
+                    s("why")
+                ),
+            )),
+            (OpType::Fail, _) if s("reason") == "fenced" => lines.push((
+                t,
+                format!(
+                    "{} refuses {p}'s {} with token {} (shard has {})",
+                    s("shard"),
+                    op.f,
+                    s("token"),
+                    s("shard_token")
+                ),
+            )),
+            (OpType::Ok, "done") => lines.push((t, format!("{p} finds the plan done and exits"))),
+            (OpType::Ok, verb) if p == "nemesis" => {
+                lines.push((t, format!("nemesis: {verb} {}", s("target"))));
+            }
+            (OpType::Info, verb) if p == "nemesis" => lines.push((
+                t,
+                format!(
+                    "nemesis: {verb} {} did NOT take: {}",
+                    s("target"),
+                    s("error")
+                ),
+            )),
+            _ => {}
+        }
+    }
+    lines.sort_by_key(|(t, _)| *t);
+    let total = lines.len();
+    let mut out = format!(
+        "{} in scenario time (seed {})\n",
+        record.meta.scenario, record.meta.seed
+    );
+    for (t, l) in lines.iter().take(MAX_LINES) {
+        out.push_str(&format!("  {}  {l}\n", ScenarioClock::format(*t)));
+    }
+    if total > MAX_LINES {
+        out.push_str(&format!(
+            "  ... {} more events in history.jsonl and report.html\n",
+            total - MAX_LINES
+        ));
+    }
+    out
+}
+
+fn or_unknown(s: &str) -> &str {
+    if s.is_empty() || s == "null" {
+        "unknown"
+    } else {
+        s
+    }
+}
+
+/// Turbine names an anomaly's evidence mentions (`turbine` fields, at any depth).
+fn turbines_in(v: &serde_json::Value) -> Vec<String> {
+    let mut out = Vec::new();
+    match v {
+        serde_json::Value::Object(m) => {
+            for (k, x) in m {
+                if k == "turbine" {
+                    if let Some(s) = x.as_str() {
+                        out.push(s.to_string());
+                    }
+                } else {
+                    out.extend(turbines_in(x));
+                }
+            }
+        }
+        serde_json::Value::Array(a) => a.iter().for_each(|x| out.extend(turbines_in(x))),
+        _ => {}
+    }
+    out
+}

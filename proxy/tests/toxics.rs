@@ -1,0 +1,333 @@
+//! Toxics on live connections, driven through the toxiproxy_rust wrapper against the in-process server.
+
+mod common;
+
+use chaos_proxy::{ClientError, ProxySpec, Stream, ToxiproxyClient};
+use common::*;
+use std::time::{Duration, Instant};
+use tokio::io::AsyncWriteExt;
+
+struct Fixture {
+    _echo: Echo,
+    server: chaos_proxy::ProxyServer,
+    client: ToxiproxyClient,
+    listen: String,
+}
+
+async fn fixture() -> Fixture {
+    let echo = echo().await;
+    let server = chaos_proxy::start(localhost0()).await.unwrap();
+    let client = ToxiproxyClient::new(server.api_addr());
+    let p = client
+        .create_proxy("pg", "127.0.0.1:0", &echo.addr.to_string())
+        .await
+        .unwrap();
+    Fixture {
+        _echo: echo,
+        server,
+        client,
+        listen: p.listen,
+    }
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn latency_applies_to_open_connection_and_heal_restores() {
+    let f = fixture().await;
+    let mut s = connect(&f.listen).await;
+    let fast = round_trip(&mut s, b"ping").await;
+    assert!(fast < Duration::from_millis(100), "no toxic: {fast:?}");
+
+    let t = f
+        .client
+        .latency("pg", Stream::Downstream, 200, 0)
+        .await
+        .unwrap();
+    assert_eq!(
+        (t.name.as_str(), t.attr_i64("latency")),
+        ("latency_downstream", Some(200))
+    );
+    let slow = round_trip(&mut s, b"ping").await;
+    assert!(
+        slow >= Duration::from_millis(200),
+        "latency on the already-open connection: {slow:?}"
+    );
+    assert!(
+        slow < Duration::from_millis(600),
+        "latency applied once, not twice: {slow:?}"
+    );
+
+    // Both directions add up.
+    f.client
+        .latency("pg", Stream::Upstream, 100, 0)
+        .await
+        .unwrap();
+    let both = round_trip(&mut s, b"ping").await;
+    assert!(both >= Duration::from_millis(300), "{both:?}");
+
+    let healed = f.client.heal("pg").await.unwrap();
+    assert!(healed.toxics.is_empty() && healed.enabled);
+    let fast = round_trip(&mut s, b"ping").await;
+    assert!(fast < Duration::from_millis(100), "after heal: {fast:?}");
+    f.server.shutdown().await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn second_latency_replaces_instead_of_silent_409() {
+    let f = fixture().await;
+    f.client
+        .latency("pg", Stream::Downstream, 300, 0)
+        .await
+        .unwrap();
+    let t = f
+        .client
+        .latency("pg", Stream::Downstream, 20, 3)
+        .await
+        .unwrap();
+    assert_eq!(
+        (t.attr_i64("latency"), t.attr_i64("jitter")),
+        (Some(20), Some(3))
+    );
+    let all = f.client.list().await.unwrap();
+    assert_eq!(all["pg"].toxics.len(), 1);
+    let mut s = connect(&f.listen).await;
+    let rt = round_trip(&mut s, b"x").await;
+    assert!(
+        rt >= Duration::from_millis(17) && rt < Duration::from_millis(200),
+        "{rt:?}"
+    );
+    f.server.shutdown().await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn down_cuts_open_connections_and_refuses_until_up() {
+    let f = fixture().await;
+    let mut s = connect(&f.listen).await;
+    round_trip(&mut s, b"before").await;
+    let p = f.client.down("pg").await.unwrap();
+    assert!(!p.enabled);
+    let out = read_outcome(&mut s, Duration::from_secs(2)).await;
+    assert!(
+        matches!(out, ReadOutcome::Eof | ReadOutcome::Error(_)),
+        "open connection must be cut, got {out:?}"
+    );
+    assert!(
+        tokio::net::TcpStream::connect(&f.listen).await.is_err(),
+        "new connections refused"
+    );
+    let p = f.client.up("pg").await.unwrap();
+    assert_eq!(p.listen, f.listen, "same port after up");
+    let mut s = connect(&f.listen).await;
+    round_trip(&mut s, b"after").await;
+    f.server.shutdown().await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn timeout_zero_black_holes_and_removal_closes() {
+    let f = fixture().await;
+    let mut s = connect(&f.listen).await;
+    round_trip(&mut s, b"a").await;
+    f.client.timeout("pg", Stream::Upstream, 0).await.unwrap();
+    s.write_all(b"into the void").await.unwrap();
+    assert_eq!(
+        read_outcome(&mut s, Duration::from_millis(400)).await,
+        ReadOutcome::Nothing
+    );
+    // Toxiproxy's TimeoutToxic.Cleanup closes the link when the toxic is removed.
+    f.client.heal("pg").await.unwrap();
+    let out = read_outcome(&mut s, Duration::from_secs(2)).await;
+    assert!(
+        matches!(out, ReadOutcome::Eof | ReadOutcome::Error(_)),
+        "{out:?}"
+    );
+    // New connections after the heal are clean.
+    let mut s = connect(&f.listen).await;
+    round_trip(&mut s, b"b").await;
+    f.server.shutdown().await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn timeout_positive_closes_after_delay() {
+    let f = fixture().await;
+    let mut s = connect(&f.listen).await;
+    round_trip(&mut s, b"a").await;
+    let t0 = Instant::now();
+    f.client
+        .timeout("pg", Stream::Downstream, 300)
+        .await
+        .unwrap();
+    s.write_all(b"swallowed").await.unwrap();
+    let out = read_outcome(&mut s, Duration::from_secs(3)).await;
+    let took = t0.elapsed();
+    assert!(
+        matches!(out, ReadOutcome::Eof | ReadOutcome::Error(_)),
+        "{out:?}"
+    );
+    assert!(
+        took >= Duration::from_millis(280) && took < Duration::from_secs(2),
+        "{took:?}"
+    );
+    f.server.shutdown().await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn reset_peer_sends_rst() {
+    let f = fixture().await;
+    let mut s = connect(&f.listen).await;
+    round_trip(&mut s, b"a").await;
+    f.client
+        .reset_peer("pg", Stream::Upstream, 0)
+        .await
+        .unwrap();
+    s.write_all(b"trigger").await.unwrap();
+    let out = read_outcome(&mut s, Duration::from_secs(2)).await;
+    assert_eq!(out, ReadOutcome::Error(std::io::ErrorKind::ConnectionReset));
+    f.server.shutdown().await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn bandwidth_and_limit_data() {
+    let f = fixture().await;
+    let mut s = connect(&f.listen).await;
+    f.client
+        .bandwidth("pg", Stream::Downstream, 10)
+        .await
+        .unwrap();
+    // 3000 bytes at 10 KB/s = 300 ms.
+    let rt = round_trip(&mut s, &[7u8; 3000]).await;
+    assert!(
+        rt >= Duration::from_millis(280) && rt < Duration::from_secs(2),
+        "{rt:?}"
+    );
+    f.client.heal("pg").await.unwrap();
+
+    f.client
+        .limit_data("pg", Stream::Downstream, 10)
+        .await
+        .unwrap();
+    let mut s = connect(&f.listen).await;
+    s.write_all(b"0123456789abcdef").await.unwrap();
+    let mut got = Vec::new();
+    let r = tokio::time::timeout(
+        IO_TIMEOUT,
+        tokio::io::AsyncReadExt::read_to_end(&mut s, &mut got),
+    )
+    .await
+    .unwrap();
+    assert!(r.is_ok() || !got.is_empty());
+    assert_eq!(
+        got, b"0123456789",
+        "exactly the limit passes, then the connection closes"
+    );
+    f.server.shutdown().await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn wrapper_populate_reset_errors_and_version() {
+    let echo = echo().await;
+    let server = chaos_proxy::start(localhost0()).await.unwrap();
+    let client = ToxiproxyClient::new(server.api_addr().to_string());
+    let up = echo.addr.to_string();
+    let mut off = ProxySpec::new("b", "127.0.0.1:0", up.clone());
+    off.enabled = false;
+    let got = client
+        .populate(&[ProxySpec::new("a", "127.0.0.1:0", up.clone()), off])
+        .await
+        .unwrap();
+    assert_eq!((got[0].enabled, got[1].enabled), (true, false));
+    client.latency("a", Stream::Upstream, 5, 0).await.unwrap();
+    client.reset().await.unwrap();
+    let all = client.list().await.unwrap();
+    assert!(
+        all.values().all(|p| p.enabled && p.toxics.is_empty()),
+        "{all:?}"
+    );
+
+    match client.create_proxy("a", "127.0.0.1:0", &up).await {
+        Err(ClientError::Api { status: 409, .. }) => {}
+        other => panic!("duplicate create: {other:?}"),
+    }
+    match client.down("ghost").await {
+        Err(ClientError::Api { status: 404, .. }) => {}
+        other => panic!("unknown proxy: {other:?}"),
+    }
+    match client.latency("ghost", Stream::Downstream, 1, 0).await {
+        Err(ClientError::Api { status: 404, .. }) => {}
+        other => panic!("unknown proxy: {other:?}"),
+    }
+    assert!(matches!(
+        ToxiproxyClient::new("not an address").reset().await,
+        Err(ClientError::BadAddress { .. })
+    ));
+    assert_eq!(client.version().await.unwrap(), chaos_proxy::version());
+    client.delete_proxy("b").await.unwrap();
+    assert!(matches!(
+        client.get("b").await,
+        Err(ClientError::Api { status: 404, .. })
+    ));
+    server.shutdown().await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn dropping_server_closes_everything() {
+    let f = fixture().await;
+    let mut s = connect(&f.listen).await;
+    round_trip(&mut s, b"a").await;
+    let api = f.server.api_addr();
+    drop(f.server);
+    let out = read_outcome(&mut s, Duration::from_secs(2)).await;
+    assert!(
+        matches!(out, ReadOutcome::Eof | ReadOutcome::Error(_)),
+        "{out:?}"
+    );
+    // Ports are free again once the aborted tasks are dropped.
+    let mut freed = false;
+    for _ in 0..50 {
+        if tokio::net::TcpListener::bind(&f.listen).await.is_ok()
+            && tokio::net::TcpListener::bind(api).await.is_ok()
+        {
+            freed = true;
+            break;
+        }
+        tokio::time::sleep(Duration::from_millis(20)).await;
+    }
+    assert!(freed, "proxy and API ports still held after drop");
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn toxicity_zero_is_a_noop_and_slow_close_delays_close() {
+    let f = fixture().await;
+    let api = f.server.api_addr();
+    let body = r#"{"type":"latency","toxicity":0,"attributes":{"latency":500}}"#;
+    assert_eq!(
+        http(api, "POST", "/proxies/pg/toxics", Some(body))
+            .await
+            .status,
+        200
+    );
+    let mut s = connect(&f.listen).await;
+    let rt = round_trip(&mut s, b"x").await;
+    assert!(
+        rt < Duration::from_millis(200),
+        "toxicity 0 must not delay: {rt:?}"
+    );
+    f.client.heal("pg").await.unwrap();
+
+    // Upstream EOF is held by slow_close before the server side sees it; the echo server then
+    // closes, so the client sees EOF no earlier than the delay.
+    f.client
+        .slow_close("pg", Stream::Upstream, 300)
+        .await
+        .unwrap();
+    let mut s = connect(&f.listen).await;
+    round_trip(&mut s, b"y").await;
+    let t0 = Instant::now();
+    s.shutdown().await.unwrap();
+    let out = read_outcome(&mut s, Duration::from_secs(3)).await;
+    let took = t0.elapsed();
+    assert!(
+        matches!(out, ReadOutcome::Eof | ReadOutcome::Error(_)),
+        "{out:?}"
+    );
+    assert!(took >= Duration::from_millis(280), "closed after {took:?}");
+    f.server.shutdown().await;
+}

@@ -1,0 +1,108 @@
+//! The copy's clock, as pure arithmetic on offsets from the mover's start, so 133 turbines do not drift.
+//!
+//! A job-level cursor says where the next turbine's copy would ideally
+//! begin. Each batch must not end before its slot ends; a batch that
+//! overruns (a latency fault) pushes the rest of the turbine back by the
+//! overrun instead of being caught up, so a slow link makes a slow copy.
+
+use std::time::Duration;
+
+/// The pacing of one turbine's copy.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct Pace {
+    /// How long one turbine's copy should take (real time, already scaled).
+    pub copy: Duration,
+    /// How many batches the copy is cut into.
+    pub batches: u32,
+}
+
+impl Pace {
+    /// One batch's share of the copy time.
+    pub fn slot(&self) -> Duration {
+        self.copy / self.batches.max(1)
+    }
+
+    /// When a turbine's copy starts: at the cursor when the turbine follows
+    /// on from the last one (the renew and delete in between took less than
+    /// a slot), else now (a skip walk, a retry, a new grant long ago).
+    pub fn turbine_start(&self, cursor: Option<Duration>, now: Duration) -> Duration {
+        match cursor {
+            Some(c) if now < c => c,
+            Some(c) if now - c < self.slot() => c,
+            _ => now,
+        }
+    }
+
+    /// The earliest batch `i` (0-based) may end: `start + shift + (i+1) x copy / batches`.
+    /// Batches past the planned count (a keyset split made more) end with the copy.
+    /// Computed from the start each time so integer division never accumulates.
+    pub fn batch_deadline(&self, start: Duration, shift: Duration, i: u32) -> Duration {
+        let batches = self.batches.max(1);
+        let k = (i + 1).min(batches);
+        start + shift + mul_div(self.copy, k, batches)
+    }
+
+    /// The shift after a batch that ended at `end` against its `deadline`: an overrun is kept, never caught up.
+    pub fn shift_after(&self, shift: Duration, deadline: Duration, end: Duration) -> Duration {
+        if end > deadline {
+            shift + (end - deadline)
+        } else {
+            shift
+        }
+    }
+
+    /// The cursor after a copy: its ideal end, later by every overrun.
+    pub fn cursor_after(&self, start: Duration, shift: Duration) -> Duration {
+        start + shift + self.copy
+    }
+}
+
+/// `d * k / n` without overflow or drift.
+fn mul_div(d: Duration, k: u32, n: u32) -> Duration {
+    let ns = d.as_nanos() * k as u128 / n as u128;
+    Duration::from_nanos(ns.min(u64::MAX as u128) as u64)
+}
+
+/// Batch size for `count` rows in `batches` batches (at least 1).
+pub fn batch_rows(count: u64, batches: u32) -> u64 {
+    count.div_ceil(batches.max(1) as u64).max(1)
+}
+
+/// What to keep of a keyset page fetched with `limit n + 1`, ordered by ts.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum Page {
+    /// Keep the first `keep` rows; the next page starts after the last kept ts.
+    /// `exhausted`: the source had no more rows than these.
+    Take { keep: usize, exhausted: bool },
+    /// Every fetched row has one ts: read all rows with that ts as this batch,
+    /// so rows sharing a ts (duplicates: no unique constraint) never straddle a page.
+    AllOneTs,
+}
+
+/// Decide a page: `ts` are the fetched rows' timestamps (ordered), `n` the batch size.
+pub fn split_page<T: PartialEq>(ts: &[T], n: usize) -> Page {
+    let n = n.max(1);
+    if ts.len() <= n {
+        return Page::Take {
+            keep: ts.len(),
+            exhausted: true,
+        };
+    }
+    // ts has n + 1 rows: rows sharing the n-th row's ts may go on past the limit.
+    let last = &ts[n - 1];
+    if ts[n] != *last {
+        return Page::Take {
+            keep: n,
+            exhausted: false,
+        };
+    }
+    let keep = ts[..n].iter().position(|t| t == last).unwrap_or(n);
+    if keep == 0 {
+        Page::AllOneTs
+    } else {
+        Page::Take {
+            keep,
+            exhausted: false,
+        }
+    }
+}
