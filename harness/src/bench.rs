@@ -1,7 +1,6 @@
 //! `chaos bench`: figures, not timed tests: cluster start and stop, proxy overhead and latency precision, checker throughput. Medians and ratios from one run.
 
-use crate::backend::process::ProcessCluster;
-use crate::backend::ClusterSpec;
+use crate::backend::{process::ProcessCluster, ClusterSpec};
 use std::time::Instant;
 
 #[derive(clap::Args, Debug)]
@@ -40,6 +39,7 @@ pub async fn bench(a: BenchArgs) -> anyhow::Result<u8> {
                     "shard2".into(),
                     "shard3".into(),
                 ],
+                links: vec![],
                 log_dir: log_dir.clone(),
                 run_id: format!("bench-{}-{i}", std::process::id()),
             };

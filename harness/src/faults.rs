@@ -1,6 +1,6 @@
 //! The nemesis at work: applies a schedule's operations to the cluster, the links and the movers at their scenario times, records each as a history operation, and heals everything before the final reads.
 
-use crate::backend::process::ProcessCluster;
+use crate::backend::Cluster;
 use crate::links::Links;
 use crate::movers::Movers;
 use crate::pg::StopMode;
@@ -16,7 +16,7 @@ use std::time::{Duration, Instant};
 pub const LIBFAKETIME: &str = "/usr/lib/x86_64-linux-gnu/faketime/libfaketime.so.1";
 
 pub struct Nemesis {
-    pub cluster: Arc<tokio::sync::Mutex<ProcessCluster>>,
+    pub cluster: Arc<tokio::sync::Mutex<Cluster>>,
     pub links: Arc<Links>,
     pub movers: Arc<Movers>,
     pub history: HistoryWriter,
@@ -32,7 +32,7 @@ pub struct Nemesis {
 
 impl Nemesis {
     pub fn new(
-        cluster: Arc<tokio::sync::Mutex<ProcessCluster>>,
+        cluster: Arc<tokio::sync::Mutex<Cluster>>,
         links: Arc<Links>,
         movers: Arc<Movers>,
         history: HistoryWriter,
@@ -167,19 +167,25 @@ impl Nemesis {
     async fn apply(&self, op: &NemesisOp) -> Result<Value, String> {
         let target = op.kind.target();
         match (&op.kind, op.heal) {
-            (FaultKind::Pause { .. }, false) => self
-                .movers
-                .signal(target, libc::SIGSTOP)
-                .map(|_| Value::Null)
-                .map_err(|e| e.to_string()),
-            (FaultKind::Pause { .. }, true) => self
-                .movers
-                .signal(target, libc::SIGCONT)
-                .map(|_| Value::Null)
-                .map_err(|e| e.to_string()),
+            (FaultKind::Pause { freezer, .. }, false) => {
+                let how = if *freezer { "freezer" } else { "SIGSTOP" };
+                self.movers
+                    .signal(target, libc::SIGSTOP, *freezer)
+                    .await
+                    .map_err(|e| e.to_string())?;
+                Ok(json!({ "how": how }))
+            }
+            (FaultKind::Pause { freezer, .. }, true) => {
+                self.movers
+                    .signal(target, libc::SIGCONT, *freezer)
+                    .await
+                    .map_err(|e| e.to_string())?;
+                Ok(Value::Null)
+            }
             (FaultKind::Kill { .. }, false) => {
                 self.movers
-                    .signal(target, libc::SIGKILL)
+                    .signal(target, libc::SIGKILL, false)
+                    .await
                     .map_err(|e| e.to_string())?;
                 if self
                     .scenario
@@ -197,13 +203,14 @@ impl Nemesis {
             (FaultKind::Kill { .. }, true) => {
                 // The killed process may still be being reaped.
                 for _ in 0..200 {
-                    if self.movers.pid(target).is_none() {
+                    if !self.movers.is_running(target) {
                         break;
                     }
                     tokio::time::sleep(Duration::from_millis(5)).await;
                 }
                 self.movers
                     .spawn(target)
+                    .await
                     .map(|_| Value::Null)
                     .map_err(|e| e.to_string())
             }

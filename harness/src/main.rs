@@ -36,14 +36,6 @@ struct Cli {
 }
 
 #[derive(Clone, Copy, ValueEnum, PartialEq, Eq, Debug)]
-enum Backend {
-    /// Local Postgres binaries and child processes (default).
-    Process,
-    /// Containers through testcontainers on a private network.
-    Docker,
-}
-
-#[derive(Clone, Copy, ValueEnum, PartialEq, Eq, Debug)]
 enum Expect {
     Valid,
     Invalid,
@@ -90,7 +82,7 @@ struct RunArgs {
     mover_cmd: Option<String>,
     /// Where the databases and movers run.
     #[arg(long, value_enum, default_value = "process")]
-    backend: Backend,
+    backend: backend::BackendKind,
     /// Real milliseconds per scenario second (default: the scenario's, 10).
     #[arg(long)]
     time_scale_ms: Option<f64>,
@@ -187,17 +179,13 @@ fn run_options(a: &RunArgs) -> run::RunOptions {
         quiet: a.quiet,
         extra_faults: vec![],
         label: None,
+        backend: Some(a.backend),
     }
 }
 
 async fn main_inner(cli: Cli) -> anyhow::Result<u8> {
     match cli.command {
         Command::Run(a) => {
-            if a.backend == Backend::Docker {
-                anyhow::bail!(
-                    "the docker backend is not available in this build yet; use --backend process"
-                );
-            }
             let opts = run_options(&a);
             let outcome = run::run(&opts).await?;
             let code = run::exit_code(outcome.verdict.valid, a.expect.map(Into::into));

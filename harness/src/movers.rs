@@ -1,20 +1,21 @@
 //! The movers under test: spawned per box, their stdout read into the history, signalled by the nemesis, reaped on every path.
 
-use crate::backend::process::ProcessMover;
-use crate::backend::MoverSpec;
+use crate::backend::{Launcher, MoverSpec, Signaller};
 use crate::progress::Progress;
 use chaos_history::{HistoryWriter, OpType};
 use serde_json::json;
 use std::collections::BTreeMap;
+use std::path::{Path, PathBuf};
 use std::sync::atomic::{AtomicUsize, Ordering};
 use std::sync::{Arc, Mutex};
 use tokio::io::{AsyncBufReadExt, BufReader};
 use tokio::task::JoinHandle;
 
-/// Every box's mover: specs to (re)start them, pids to signal them, a count of those running.
+/// Every box's mover: specs to (re)start them, signallers to reach them, a count of those running.
 pub struct Movers {
     specs: BTreeMap<String, MoverSpec>,
-    pids: Mutex<BTreeMap<String, i32>>,
+    launcher: Launcher,
+    running_now: Mutex<BTreeMap<String, Signaller>>,
     running: AtomicUsize,
     /// Kills whose restart has not happened yet: the run is not over while any is pending.
     pub pending_restarts: AtomicUsize,
@@ -22,30 +23,32 @@ pub struct Movers {
     history: HistoryWriter,
     progress: Arc<Progress>,
     exits: Mutex<BTreeMap<String, Option<i32>>>,
-    log_dir: std::path::PathBuf,
+    log_dir: PathBuf,
 }
 
 impl Movers {
     pub fn new(
         specs: Vec<MoverSpec>,
+        launcher: Launcher,
         history: HistoryWriter,
         progress: Arc<Progress>,
-        log_dir: std::path::PathBuf,
+        log_dir: PathBuf,
     ) -> Arc<Movers> {
         Arc::new(Movers {
-            log_dir,
             specs: specs.into_iter().map(|s| (s.box_name.clone(), s)).collect(),
-            pids: Mutex::new(BTreeMap::new()),
+            launcher,
+            running_now: Mutex::new(BTreeMap::new()),
             running: AtomicUsize::new(0),
             pending_restarts: AtomicUsize::new(0),
             tasks: Mutex::new(Vec::new()),
             history,
             progress,
             exits: Mutex::new(BTreeMap::new()),
+            log_dir,
         })
     }
 
-    pub fn log_dir(&self) -> std::path::PathBuf {
+    pub fn log_dir(&self) -> PathBuf {
         self.log_dir.clone()
     }
 
@@ -57,25 +60,29 @@ impl Movers {
         self.running.load(Ordering::SeqCst)
     }
 
+    pub fn is_running(&self, box_name: &str) -> bool {
+        self.running_now.lock().unwrap().contains_key(box_name)
+    }
+
     /// Exit codes of every mover that exited (None: killed by a signal).
     pub fn exits(&self) -> BTreeMap<String, Option<i32>> {
         self.exits.lock().unwrap().clone()
     }
 
-    /// Start one box's mover and the tasks that read its output and reap it.
-    pub fn spawn(self: &Arc<Self>, box_name: &str) -> anyhow::Result<()> {
+    /// Start one box's mover and the task that reads its output and reaps it.
+    pub async fn spawn(self: &Arc<Self>, box_name: &str) -> anyhow::Result<()> {
         let spec = self
             .specs
             .get(box_name)
             .ok_or_else(|| anyhow::anyhow!("unknown box {box_name}"))?;
-        if self.pids.lock().unwrap().contains_key(box_name) {
+        if self.is_running(box_name) {
             anyhow::bail!("{box_name} is already running");
         }
-        let (mut mover, stdout) = ProcessMover::spawn(spec)?;
-        self.pids
+        let (mut mover, stdout) = self.launcher.spawn(spec).await?;
+        self.running_now
             .lock()
             .unwrap()
-            .insert(box_name.to_string(), mover.pid);
+            .insert(box_name.to_string(), mover.signaller());
         self.running.fetch_add(1, Ordering::SeqCst);
         let me = Arc::clone(self);
         let name = box_name.to_string();
@@ -86,7 +93,7 @@ impl Movers {
                 me.take_line(&name, &line, &log_path);
             }
             let code = mover.wait().await;
-            me.pids.lock().unwrap().remove(&name);
+            me.running_now.lock().unwrap().remove(&name);
             me.exits.lock().unwrap().insert(name.clone(), code);
             me.history
                 .record(&name, OpType::Info, "exit", json!({ "code": code }));
@@ -97,7 +104,7 @@ impl Movers {
     }
 
     /// A history line from a mover: `{"type","f","value"}`; anything else goes to its log.
-    fn take_line(&self, box_name: &str, line: &str, log_path: &std::path::Path) {
+    fn take_line(&self, box_name: &str, line: &str, log_path: &Path) {
         let parsed: Option<(OpType, String, serde_json::Value)> =
             serde_json::from_str::<serde_json::Value>(line)
                 .ok()
@@ -128,44 +135,37 @@ impl Movers {
         }
     }
 
-    pub fn pid(&self, box_name: &str) -> Option<i32> {
-        self.pids.lock().unwrap().get(box_name).copied()
-    }
-
-    /// Signal a box's process group.
-    pub fn signal(&self, box_name: &str, sig: i32) -> anyhow::Result<()> {
-        let pid = self
-            .pid(box_name)
+    /// Signal a box's mover (its process group, or its container).
+    pub async fn signal(&self, box_name: &str, sig: i32, freezer: bool) -> anyhow::Result<()> {
+        let s = self
+            .running_now
+            .lock()
+            .unwrap()
+            .get(box_name)
+            .cloned()
             .ok_or_else(|| anyhow::anyhow!("{box_name} is not running"))?;
-        if unsafe { libc::kill(-pid, sig) } != 0 {
-            anyhow::bail!(
-                "{box_name}: signal {sig}: {}",
-                std::io::Error::last_os_error()
-            );
-        }
-        Ok(())
+        s.signal(sig, freezer)
+            .await
+            .map_err(|e| anyhow::anyhow!("{box_name}: {e}"))
     }
 
     /// Kill every mover still running and wait for the readers to finish (bounded).
     pub async fn stop_all(&self) {
-        let pids: Vec<(String, i32)> = self
-            .pids
+        let running: Vec<(String, Signaller)> = self
+            .running_now
             .lock()
             .unwrap()
             .iter()
-            .map(|(k, v)| (k.clone(), *v))
+            .map(|(k, v)| (k.clone(), v.clone()))
             .collect();
-        for (name, pid) in pids {
+        for (name, s) in running {
             self.history.record(
                 "harness",
                 OpType::Info,
                 "kill",
                 json!({ "target": name, "why": "the run ended" }),
             );
-            unsafe {
-                libc::kill(-pid, libc::SIGCONT);
-                libc::kill(-pid, libc::SIGKILL);
-            }
+            s.kill_now();
         }
         let tasks: Vec<JoinHandle<()>> = std::mem::take(&mut *self.tasks.lock().unwrap());
         for t in tasks {
@@ -182,11 +182,8 @@ impl Movers {
 
 impl Drop for Movers {
     fn drop(&mut self) {
-        for (_, pid) in self.pids.lock().unwrap().iter() {
-            unsafe {
-                libc::kill(-*pid, libc::SIGCONT);
-                libc::kill(-*pid, libc::SIGKILL);
-            }
+        for s in self.running_now.lock().unwrap().values() {
+            s.kill_now();
         }
     }
 }

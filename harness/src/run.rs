@@ -1,8 +1,7 @@
 //! One run, start to finish: resolve the scenario, start the cluster and links, seed, start movers, ingest and nemesis, wait, heal, read the audit and final state, check, write the results.
 
 use crate::audit;
-use crate::backend::process::ProcessCluster;
-use crate::backend::{ClusterSpec, MoverProgram, MoverSpec};
+use crate::backend::{BackendKind, Cluster, ClusterSpec, MoverProgram, MoverSpec};
 use crate::faults::{Nemesis, LIBFAKETIME};
 use crate::links::Links;
 use crate::movers::Movers;
@@ -46,6 +45,7 @@ pub struct RunOptions {
     pub extra_faults: Vec<scenario::FaultEntry>,
     /// Name for the results folder (default: the scenario's name).
     pub label: Option<String>,
+    pub backend: Option<BackendKind>,
 }
 
 /// What a finished run hands back.
@@ -162,6 +162,7 @@ pub async fn run(opts: &RunOptions) -> anyhow::Result<RunOutcome> {
             "the scenario offsets a clock, which needs libfaketime: apt-get install -y faketime"
         );
     }
+    let backend = opts.backend.unwrap_or(BackendKind::Process);
     let label = opts.label.clone().unwrap_or_else(|| s.name.clone());
     let dir = RunDir::create(&opts.results, &label, s.seed)?;
     let quiet = opts.quiet;
@@ -176,43 +177,58 @@ pub async fn run(opts: &RunOptions) -> anyhow::Result<RunOutcome> {
     );
     results::write_json(
         &dir.file("config.json"),
-        &json!({ "scenario": &*scenario, "seed": s.seed, "git_commit": results::git_commit(), "backend": "process", "toxiproxy": opts.toxiproxy }),
+        &json!({ "scenario": &*scenario, "seed": s.seed, "git_commit": results::git_commit(), "backend": backend, "toxiproxy": opts.toxiproxy }),
     )?;
 
     // The cluster: routing + shards, and a proxy per link.
     let mut nodes = vec!["routing".to_string()];
     nodes.extend((1..=s.cluster.shards).map(|i| format!("shard{i}")));
+    let topology = scenario.topology();
     let spec = ClusterSpec {
         nodes: nodes.clone(),
+        links: topology.links(),
         log_dir: dir.logs.clone(),
         run_id: dir.run_id.clone(),
     };
     let t_cluster = Instant::now();
-    let cluster = ProcessCluster::start(&spec).await?;
+    let cluster = Cluster::start(backend, &spec).await?;
     let cluster_s = t_cluster.elapsed().as_secs_f64();
     say(
         quiet,
         &format!(
-            "chaos: {} databases up in {:.2} s (Postgres {})",
+            "chaos: {} databases up in {:.2} s ({})",
             nodes.len(),
             cluster_s,
-            cluster.install.version
+            cluster.describe()
         ),
     );
-    let links = Arc::new(Links::start(opts.toxiproxy.as_deref()).await?);
-    let topology = scenario.topology();
-    for link in topology.links() {
+    let proxy_api = opts.toxiproxy.clone().or_else(|| cluster.proxy_api());
+    let links = Arc::new(Links::start(proxy_api.as_deref()).await?);
+    for (i, link) in topology.links().iter().enumerate() {
         let node = link.split_once("->").expect("links have arrows").1;
         links
-            .add(&link, "127.0.0.1:0", &cluster.upstream(node))
+            .add(link, &cluster.link_listen(link, i), &cluster.upstream(node))
             .await?;
     }
-    let link_url = |link: &str| -> String {
-        format!(
-            "postgres://postgres@{}/postgres",
-            links.addr(link).unwrap_or_default()
-        )
-    };
+    // Every link's URL, for a mover and for the harness (the ingest).
+    let urls: BTreeMap<String, (String, String)> = topology
+        .links()
+        .into_iter()
+        .map(|link| {
+            let reported = links.addr(&link).unwrap_or_default();
+            let url = |h| {
+                format!(
+                    "postgres://postgres@{}/postgres",
+                    cluster.client_addr(&link, &reported, h)
+                )
+            };
+            let pair = (url(false), url(true));
+            (link, pair)
+        })
+        .collect();
+    let link_url = |link: &str| urls.get(link).map(|u| u.0.clone()).unwrap_or_default();
+    let link_addr =
+        |link: &str, _for_harness: bool| urls.get(link).map(|u| u.1.clone()).unwrap_or_default();
 
     // Schema, plan and seeded history. Readings carry scenario-calendar timestamps.
     let t_seed = Instant::now();
@@ -327,7 +343,13 @@ pub async fn run(opts: &RunOptions) -> anyhow::Result<RunOutcome> {
         HISTORY_LIMIT,
     )?;
     let progress = Arc::new(Progress::new(plan.len()));
-    let movers = Movers::new(specs, history.clone(), progress.clone(), dir.logs.clone());
+    let movers = Movers::new(
+        specs,
+        cluster.lock().await.launcher(),
+        history.clone(),
+        progress.clone(),
+        dir.logs.clone(),
+    );
     let schedule = chaos_nemesis::expand(
         &scenario.faults,
         &topology,
@@ -346,7 +368,7 @@ pub async fn run(opts: &RunOptions) -> anyhow::Result<RunOutcome> {
     );
     let initial = nemesis.apply_initial(&schedule).await;
     for b in movers.boxes() {
-        movers.spawn(&b)?;
+        movers.spawn(&b).await?;
     }
     let nemesis_task = tokio::spawn(nemesis.clone().run(schedule.clone(), initial));
     let stop_ingest = Arc::new(AtomicBool::new(false));
@@ -360,7 +382,7 @@ pub async fn run(opts: &RunOptions) -> anyhow::Result<RunOutcome> {
         for n in &shard_names {
             let shard = IngestShard {
                 shard: n.clone(),
-                url: link_url(&format!("ingest->{n}")),
+                url: link_addr(&format!("ingest->{n}"), true),
                 turbines: farm.ingested_on(n),
             };
             ingest_tasks.push(tokio::spawn(ingest::run_shard(

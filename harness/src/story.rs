@@ -36,7 +36,12 @@ pub fn story(record: &RunRecord, verdict: &Verdict) -> String {
             (OpType::Ok, "acquire") => {
                 lines.push((t, format!("{p} takes the claim (token {})", s("token"))))
             }
-            (OpType::Ok, "copy") => *copies.entry(p.into()).or_default() += 1,
+            (OpType::Ok, "copy") => {
+                *copies.entry(p.into()).or_default() += 1;
+                if lost.contains(&s("turbine")) {
+                    lines.push((t, format!("{p} has copied {}", s("turbine"))));
+                }
+            }
             (OpType::Ok, "renew") => {
                 last_renew.insert(p.into(), t);
                 unreachable.remove(p);
@@ -80,9 +85,6 @@ pub fn story(record: &RunRecord, verdict: &Verdict) -> String {
                     s("to")
                 ),
             )),
-            (OpType::Ok, "copy") if lost.contains(&s("turbine")) => {
-                lines.push((t, format!("{p} has copied {}", s("turbine"))))
-            }
             (OpType::Invoke, "delete") if lost.contains(&s("turbine")) => lines.push((
                 t,
                 format!(

@@ -1,7 +1,6 @@
 //! `chaos up` / `chaos down`: a cluster for manual poking (routing + shards + a proxy per link, schema and seeded data), held by a foreground process that `down` stops.
 
-use crate::backend::process::ProcessCluster;
-use crate::backend::ClusterSpec;
+use crate::backend::{BackendKind, Cluster, ClusterSpec};
 use crate::links::Links;
 use crate::run::{resolve, RunOptions};
 use chaos_workloads::galewatch::Farm;
@@ -54,11 +53,15 @@ pub async fn up(a: UpArgs) -> anyhow::Result<u8> {
     let dir = crate::results::RunDir::create(&a.results, "up", scenario.file.seed)?;
     let mut nodes = vec!["routing".to_string()];
     nodes.extend((1..=scenario.file.cluster.shards).map(|i| format!("shard{i}")));
-    let cluster = ProcessCluster::start(&ClusterSpec {
-        nodes: nodes.clone(),
-        log_dir: dir.logs.clone(),
-        run_id: dir.run_id.clone(),
-    })
+    let cluster = Cluster::start(
+        BackendKind::Process,
+        &ClusterSpec {
+            links: scenario.topology().links(),
+            nodes: nodes.clone(),
+            log_dir: dir.logs.clone(),
+            run_id: dir.run_id.clone(),
+        },
+    )
     .await?;
     let links = Links::start(None).await?;
     for link in scenario.topology().links() {

@@ -76,6 +76,9 @@ pub struct BenchReport {
     pub direct: RunSummary,
     pub proxied: RunSummary,
     pub latency: RunSummary,
+    /// Bare timer: tasks sleeping `latency_ms` with the proxy's timer, no I/O. The machine's
+    /// wake-up noise floor for the latency run.
+    pub timer_floor: RunSummary,
 }
 
 impl BenchReport {
@@ -107,6 +110,7 @@ impl fmt::Display for BenchReport {
             ("direct", &self.direct),
             ("proxy, no toxic", &self.proxied),
             (latency_label.as_str(), &self.latency),
+            ("timer floor (sleep only)", &self.timer_floor),
         ] {
             writeln!(
                 f,
@@ -184,6 +188,35 @@ async fn run_exchanges(
     Ok(h)
 }
 
+/// Concurrent tasks sleeping `latency_ms` on the proxy's timer, measured like an exchange.
+async fn timer_floor(
+    latency_ms: u32,
+    tasks: usize,
+    per_task: usize,
+) -> Result<Histogram<u64>, ProxyError> {
+    let mut set = JoinSet::new();
+    for _ in 0..tasks {
+        set.spawn(async move {
+            let mut h = histogram()?;
+            for _ in 0..per_task {
+                let t0 = Instant::now();
+                crate::server::precise_sleep_until(t0 + Duration::from_millis(latency_ms.into()))
+                    .await;
+                h.record(t0.elapsed().as_micros().max(1) as u64)
+                    .map_err(|e| ProxyError::Histogram(e.to_string()))?;
+            }
+            Ok::<_, ProxyError>(h)
+        });
+    }
+    let mut all = histogram()?;
+    while let Some(r) = set.join_next().await {
+        let h = r.map_err(|e| ProxyError::BenchIo(std::io::Error::other(e.to_string())))??;
+        all.add(&h)
+            .map_err(|e| ProxyError::Histogram(e.to_string()))?;
+    }
+    Ok(all)
+}
+
 /// Measure direct vs proxied round trips on an in-process server and echo upstream.
 pub async fn bench(opts: BenchOptions) -> Result<BenchReport, ProxyError> {
     let payload_bytes = opts.payload_bytes.clamp(1, MAX_PAYLOAD_BYTES);
@@ -233,7 +266,14 @@ pub async fn bench(opts: BenchOptions) -> Result<BenchReport, ProxyError> {
                 .add(&h)
                 .map_err(|e| ProxyError::Histogram(e.to_string()))?;
         }
+        let timer_floor = timer_floor(
+            opts.latency_ms,
+            opts.latency_connections.max(1),
+            opts.latency_exchanges_per_connection.max(1),
+        )
+        .await?;
         Ok::<_, ProxyError>(BenchReport {
+            timer_floor: RunSummary::of(&timer_floor),
             payload_bytes,
             latency_ms: opts.latency_ms,
             direct: RunSummary::of(&direct),

@@ -1,17 +1,31 @@
-//! Backends: where the databases and movers run. `process` (local binaries, the default) and `docker` (containers); both do everything.
+//! Backends: where the databases, the proxy and the movers run. `process` (local binaries, the default) and `docker` (containers on a private network); both do everything, behind the `Cluster`, `Launcher` and `Mover` enums.
 
+pub mod docker;
 pub mod process;
 
 use std::path::PathBuf;
 use std::time::Duration;
+use tokio::io::AsyncRead;
 
 pub use crate::pg::StopMode;
+
+/// Which backend a run uses.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, clap::ValueEnum, serde::Serialize)]
+#[serde(rename_all = "lowercase")]
+pub enum BackendKind {
+    /// Local Postgres binaries and child processes (default).
+    Process,
+    /// Containers through testcontainers on a private network.
+    Docker,
+}
 
 /// What a cluster is asked to be.
 #[derive(Debug, Clone)]
 pub struct ClusterSpec {
     /// Database nodes: `routing`, `shard1` ...
     pub nodes: Vec<String>,
+    /// Every link `client->node` the proxy will carry (the docker backend publishes ports for them).
+    pub links: Vec<String>,
     /// Where node logs go (the run directory's `logs/`).
     pub log_dir: PathBuf,
     /// A run id unique on this machine, for data directories and labels.
@@ -37,6 +51,210 @@ pub enum MoverProgram {
 /// Timeouts that bound every backend action.
 pub const START_TIMEOUT: Duration = Duration::from_secs(60);
 pub const STOP_TIMEOUT: Duration = Duration::from_secs(20);
+
+/// A mover's output stream (its history lines).
+pub type MoverStdout = Box<dyn AsyncRead + Send + Unpin>;
+
+/// A running cluster of databases (and, for docker, the proxy container).
+pub enum Cluster {
+    Process(process::ProcessCluster),
+    Docker(docker::DockerCluster),
+}
+
+impl Cluster {
+    pub async fn start(kind: BackendKind, spec: &ClusterSpec) -> anyhow::Result<Cluster> {
+        Ok(match kind {
+            BackendKind::Process => Cluster::Process(process::ProcessCluster::start(spec).await?),
+            BackendKind::Docker => Cluster::Docker(docker::DockerCluster::start(spec).await?),
+        })
+    }
+
+    pub fn kind(&self) -> BackendKind {
+        match self {
+            Cluster::Process(_) => BackendKind::Process,
+            Cluster::Docker(_) => BackendKind::Docker,
+        }
+    }
+
+    /// "Postgres 15" or the image names, for the log line.
+    pub fn describe(&self) -> String {
+        match self {
+            Cluster::Process(c) => format!("Postgres {} as local processes", c.install.version),
+            Cluster::Docker(c) => c.describe(),
+        }
+    }
+
+    /// The harness's own (unproxied) URL of a node.
+    pub fn admin_url(&self, node: &str) -> String {
+        match self {
+            Cluster::Process(c) => c.admin_url(node),
+            Cluster::Docker(c) => c.admin_url(node),
+        }
+    }
+
+    /// Where the proxy forwards a link to `node` (as the proxy sees it).
+    pub fn upstream(&self, node: &str) -> String {
+        match self {
+            Cluster::Process(c) => c.upstream(node),
+            Cluster::Docker(c) => c.upstream(node),
+        }
+    }
+
+    /// The Toxiproxy API the backend itself runs (docker: the proxy container), if any.
+    pub fn proxy_api(&self) -> Option<String> {
+        match self {
+            Cluster::Process(_) => None,
+            Cluster::Docker(c) => Some(c.proxy_api()),
+        }
+    }
+
+    /// The `listen` to ask of the proxy for link number `index`.
+    pub fn link_listen(&self, link: &str, index: usize) -> String {
+        match self {
+            Cluster::Process(_) => {
+                let _ = (link, index);
+                "127.0.0.1:0".into()
+            }
+            Cluster::Docker(c) => c.link_listen(link, index),
+        }
+    }
+
+    /// host:port a client of `link` connects to, given the listen address the
+    /// proxy reported; `for_harness` is the ingest (on the host), else a mover.
+    pub fn client_addr(&self, link: &str, reported_listen: &str, for_harness: bool) -> String {
+        match self {
+            Cluster::Process(_) => reported_listen.to_string(),
+            Cluster::Docker(c) => c.client_addr(link, reported_listen, for_harness),
+        }
+    }
+
+    pub async fn stop_node(&mut self, node: &str, mode: StopMode) -> anyhow::Result<()> {
+        match self {
+            Cluster::Process(c) => c.stop_node(node, mode).await,
+            Cluster::Docker(c) => c.stop_node(node, mode).await,
+        }
+    }
+
+    /// Start a stopped node on its kept data; returns how long until it accepted connections.
+    pub async fn start_node(&mut self, node: &str) -> anyhow::Result<Duration> {
+        match self {
+            Cluster::Process(c) => c.start_node(node).await,
+            Cluster::Docker(c) => c.start_node(node).await,
+        }
+    }
+
+    pub fn last_start(&self, node: &str) -> Duration {
+        match self {
+            Cluster::Process(c) => c.last_start(node),
+            Cluster::Docker(c) => c.last_start(node),
+        }
+    }
+
+    pub fn start_time(&self) -> Duration {
+        match self {
+            Cluster::Process(c) => c.start_time,
+            Cluster::Docker(c) => c.start_time(),
+        }
+    }
+
+    /// How movers are started on this backend.
+    pub fn launcher(&self) -> Launcher {
+        match self {
+            Cluster::Process(_) => Launcher::Process,
+            Cluster::Docker(c) => Launcher::Docker(c.launcher()),
+        }
+    }
+
+    /// Stop everything and remove what the run created (data directories, containers, network).
+    pub async fn stop_all(&mut self) {
+        match self {
+            Cluster::Process(c) => c.stop_all().await,
+            Cluster::Docker(c) => c.stop_all().await,
+        }
+    }
+}
+
+/// Starts movers on a backend.
+#[derive(Clone)]
+pub enum Launcher {
+    Process,
+    Docker(docker::DockerLauncher),
+}
+
+impl Launcher {
+    pub async fn spawn(&self, spec: &MoverSpec) -> anyhow::Result<(Mover, MoverStdout)> {
+        match self {
+            Launcher::Process => {
+                let (m, out) = process::ProcessMover::spawn(spec)?;
+                Ok((Mover::Process(m), Box::new(out)))
+            }
+            Launcher::Docker(l) => {
+                let (m, out) = l.spawn(spec).await?;
+                Ok((Mover::Docker(m), out))
+            }
+        }
+    }
+}
+
+/// A running mover.
+pub enum Mover {
+    Process(process::ProcessMover),
+    Docker(docker::DockerMover),
+}
+
+impl Mover {
+    /// A handle that can signal the mover without owning it.
+    pub fn signaller(&self) -> Signaller {
+        match self {
+            Mover::Process(m) => Signaller::Process(m.pid),
+            Mover::Docker(m) => Signaller::Docker(m.signaller()),
+        }
+    }
+
+    /// Wait for exit; the exit code (None: killed by a signal).
+    pub async fn wait(&mut self) -> Option<i32> {
+        match self {
+            Mover::Process(m) => m.wait().await,
+            Mover::Docker(m) => m.wait().await,
+        }
+    }
+}
+
+/// Signals a mover by pid (its process group) or by container.
+#[derive(Clone)]
+pub enum Signaller {
+    Process(i32),
+    Docker(docker::DockerSignaller),
+}
+
+impl Signaller {
+    /// SIGSTOP/SIGCONT/SIGKILL...; `freezer` asks docker for the cgroup freezer instead of a signal.
+    pub async fn signal(&self, sig: i32, freezer: bool) -> anyhow::Result<()> {
+        match self {
+            Signaller::Process(pid) => {
+                if unsafe { libc::kill(-*pid, sig) } != 0 {
+                    anyhow::bail!(
+                        "signal {sig} to process group {pid}: {}",
+                        std::io::Error::last_os_error()
+                    );
+                }
+                Ok(())
+            }
+            Signaller::Docker(s) => s.signal(sig, freezer).await,
+        }
+    }
+
+    /// Kill at once, on exit paths (blocking-safe, best effort).
+    pub fn kill_now(&self) {
+        match self {
+            Signaller::Process(pid) => unsafe {
+                libc::kill(-*pid, libc::SIGCONT);
+                libc::kill(-*pid, libc::SIGKILL);
+            },
+            Signaller::Docker(s) => s.kill_now(),
+        }
+    }
+}
 
 /// Label on every container and network the docker backend creates.
 pub const DOCKER_LABEL: &str = "chaos.harness";

@@ -139,7 +139,6 @@ impl Drop for ProcessCluster {
 
 /// A mover running as a local child process, in its own process group.
 pub struct ProcessMover {
-    pub box_name: String,
     child: Child,
     pub pid: i32,
 }
@@ -176,42 +175,12 @@ impl ProcessMover {
             .map_err(|e| anyhow::anyhow!("{}: cannot start the mover: {e}", spec.box_name))?;
         let stdout = child.stdout.take().expect("stdout is piped");
         let pid = child.id().map(|p| p as i32).unwrap_or(-1);
-        Ok((
-            ProcessMover {
-                box_name: spec.box_name.clone(),
-                child,
-                pid,
-            },
-            stdout,
-        ))
-    }
-
-    /// Signal the mover's whole process group (SIGSTOP reaches its children too).
-    pub fn signal(&self, sig: i32) -> anyhow::Result<()> {
-        if unsafe { libc::kill(-self.pid, sig) } != 0 {
-            anyhow::bail!(
-                "{}: signal {sig} failed: {}",
-                self.box_name,
-                std::io::Error::last_os_error()
-            );
-        }
-        Ok(())
+        Ok((ProcessMover { child, pid }, stdout))
     }
 
     /// Wait for exit; returns the exit code (None: killed by a signal).
     pub async fn wait(&mut self) -> Option<i32> {
         self.child.wait().await.ok().and_then(|s| s.code())
-    }
-
-    pub fn try_wait(&mut self) -> Option<Option<i32>> {
-        self.child.try_wait().ok().flatten().map(|s| s.code())
-    }
-
-    /// SIGKILL the group and reap.
-    pub async fn kill(&mut self) {
-        unsafe { libc::kill(-self.pid, libc::SIGCONT) };
-        unsafe { libc::kill(-self.pid, libc::SIGKILL) };
-        let _ = self.child.wait().await;
     }
 }
 

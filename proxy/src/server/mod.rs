@@ -7,6 +7,7 @@ mod state;
 mod toxic;
 
 pub use api::VERSION;
+pub(crate) use precise::sleep_until as precise_sleep_until;
 
 use crate::error::ProxyError;
 use state::Shared;

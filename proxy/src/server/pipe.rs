@@ -412,7 +412,7 @@ impl<'a> Pump<'a> {
                 _ => None,
             };
             if let Some(c) = cand {
-                if best.map_or(true, |b| c.0 < b.0) {
+                if !matches!(best, Some(b) if b.0 <= c.0) {
                     best = Some(c);
                 }
             }

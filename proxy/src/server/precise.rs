@@ -93,7 +93,7 @@ impl Future for PreciseSleep {
         let earliest = entries.first_key_value().map(|(k, _)| *k);
         entries.insert(key, cx.waker().clone());
         drop(entries);
-        if earliest.map_or(true, |e| key < e) {
+        if !matches!(earliest, Some(e) if e <= key) {
             t.cv.notify_one();
         }
         Poll::Pending

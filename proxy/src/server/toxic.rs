@@ -144,12 +144,14 @@ impl ToxicKind {
                 Value::Number(n) if n.as_i64().is_some() => {
                     self.set_field(field, n.as_i64().unwrap_or_default())
                 }
-                other => return Err(format!(
+                other => {
+                    return Err(format!(
                     "json: cannot unmarshal {} into Go struct field {}.attributes.{} of type int64",
                     go_kind_detail(other),
                     self.go_struct(),
                     field
-                )),
+                ))
+                }
             }
         }
         Ok(())
