@@ -105,7 +105,11 @@ pub fn story(record: &RunRecord, verdict: &Verdict) -> String {
                 ),
             )),
             (OpType::Ok, "done") => lines.push((t, format!("{p} finds the plan done and exits"))),
-            (OpType::Ok, verb) if p == "nemesis" => {
+            // A fault's effect begins when it is invoked (a stopping server refuses at once).
+            // A start counts from when the node accepts connections (it is issued early).
+            (OpType::Invoke, verb) | (OpType::Ok, verb @ "start")
+                if p == "nemesis" && (verb == "start") == (op.kind == OpType::Ok) =>
+            {
                 lines.push((t, format!("nemesis: {verb} {}", s("target"))));
             }
             (OpType::Info, verb) if p == "nemesis" => lines.push((

@@ -37,7 +37,7 @@ pub struct IngestStats {
 }
 
 const INSERT_SQL: &str = "insert into readings (turbine_id, ts, value) \
-    select t, timestamptz 'epoch' + $2 * interval '1 millisecond', v from unnest($1::text[], $3::float8[]) as u(t, v)";
+    select t, timestamptz 'epoch' + $2::bigint * interval '1 millisecond', v from unnest($1::text[], $3::float8[]) as u(t, v)";
 
 /// Run one shard's ingest until `stop` is set. Ticks are on a fixed grid
 /// (reading ts = scenario time of the tick); a tick that could not be sent
@@ -98,8 +98,9 @@ pub async fn run_shard(
                 history.record("ingest", OpType::Ok, "ingest", value);
                 stats.ok += 1;
             }
-            Ok(Err(e)) if e.as_db_error().is_some() => {
-                // The server answered with an error: the statement did not commit.
+            Ok(Err(e)) if e.as_db_error().is_some() || !e.is_closed() && e.to_string().starts_with("error serializing") => {
+                // The server answered with an error, or the statement was never
+                // sent (a parameter did not serialize): it did not commit.
                 history.record(
                     "ingest",
                     OpType::Fail,

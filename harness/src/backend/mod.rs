@@ -262,48 +262,22 @@ pub const DOCKER_LABEL: &str = "chaos.harness";
 /// Remove every container and network carrying our label (leftovers of crashed runs).
 /// Returns (containers, networks) removed. No engine: (0, 0) and a line on stderr.
 pub async fn docker_cleanup_all() -> anyhow::Result<(usize, usize)> {
-    use tokio::process::Command;
-    let list = |args: &[&str]| {
-        let mut c = Command::new("docker");
-        c.args(args);
-        c
-    };
-    let out = match list(&["ps", "-aq", "--filter", &format!("label={DOCKER_LABEL}")])
-        .output()
-        .await
-    {
-        Ok(o) if o.status.success() => o,
-        _ => {
-            eprintln!("chaos: no Docker engine answers; nothing to remove");
+    let engine = match docker::engine::engine().await {
+        Ok(e) => e,
+        Err(e) => {
+            eprintln!("chaos: {e}; nothing to remove");
             return Ok((0, 0));
         }
     };
-    let ids: Vec<String> = String::from_utf8_lossy(&out.stdout)
-        .split_whitespace()
-        .map(str::to_string)
-        .collect();
-    if !ids.is_empty() {
-        let mut args = vec!["rm".to_string(), "-f".into(), "-v".into()];
-        args.extend(ids.iter().cloned());
-        list(&args.iter().map(String::as_str).collect::<Vec<_>>())
-            .output()
-            .await?;
+    match tokio::time::timeout(
+        Duration::from_secs(120),
+        docker::engine::remove_labelled(&engine.docker, DOCKER_LABEL),
+    )
+    .await
+    {
+        Ok(r) => r,
+        Err(_) => anyhow::bail!(
+            "removing containers labelled {DOCKER_LABEL}: no answer from the Docker engine in 120 s; try `docker ps -a --filter label={DOCKER_LABEL}`"
+        ),
     }
-    let nets = list(&[
-        "network",
-        "ls",
-        "-q",
-        "--filter",
-        &format!("label={DOCKER_LABEL}"),
-    ])
-    .output()
-    .await?;
-    let net_ids: Vec<String> = String::from_utf8_lossy(&nets.stdout)
-        .split_whitespace()
-        .map(str::to_string)
-        .collect();
-    for n in &net_ids {
-        list(&["network", "rm", n]).output().await?;
-    }
-    Ok((ids.len(), net_ids.len()))
 }

@@ -197,6 +197,38 @@ impl Db {
         self.settle(outcome)
     }
 
+    /// Load readings with binary COPY (one round trip, no array decoding on
+    /// the server): markedly cheaper than an INSERT of unnested arrays, which
+    /// matters at a scale where one turbine's copy has 250 real ms.
+    pub async fn copy_readings(
+        &mut self,
+        turbine: &str,
+        ts: &[std::time::SystemTime],
+        values: &[f64],
+    ) -> Result<u64, DbError> {
+        use tokio_postgres::binary_copy::BinaryCopyInWriter;
+        use tokio_postgres::types::Type;
+        self.connect().await?;
+        let client = self
+            .client
+            .as_ref()
+            .ok_or_else(|| DbError::Closed("no connection".into()))?;
+        let load = async {
+            let sink = client
+                .copy_in("copy readings (turbine_id, ts, value) from stdin (format binary)")
+                .await?;
+            let writer =
+                BinaryCopyInWriter::new(sink, &[Type::TEXT, Type::TIMESTAMPTZ, Type::FLOAT8]);
+            futures_util::pin_mut!(writer);
+            for (t, v) in ts.iter().zip(values) {
+                writer.as_mut().write(&[&turbine, t, v]).await?;
+            }
+            writer.finish().await
+        };
+        let outcome = timed(self.timeout, load).await;
+        self.settle(outcome)
+    }
+
     /// A simple-protocol script (one round trip); the row counts and first-column values it returned.
     pub async fn simple(
         &mut self,

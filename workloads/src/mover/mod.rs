@@ -1,10 +1,11 @@
-//! The reference mover (DESIGN section 5): config, pacing, history lines, database access and the state machine, with the pure parts public for tests.
+//! The reference mover (DESIGN section 5): config, pacing, history lines, database access, the state machine and its stall probe, with the pure parts public for tests.
 
 pub mod config;
 pub mod db;
 pub mod history;
 pub mod pacing;
 pub mod run;
+pub mod stalls;
 
 pub use config::{Args, BadInput, Env, Settings};
 pub use run::{Exit, Mover};

@@ -4,6 +4,7 @@ use super::config::{Election, Fencing, OnLost, OnRenewFailure, Settings};
 use super::db::{Db, DbError};
 use super::history::{fenced_message, fenced_value, History};
 use super::pacing::{batch_rows, split_page, Pace, Page};
+use super::stalls::Stalls;
 use chaos_history::PlanEntry;
 use serde_json::json;
 use std::collections::{BTreeMap, BTreeSet};
@@ -42,8 +43,6 @@ const SQL_PAGE_FIRST: &str =
 const SQL_PAGE_AFTER: &str =
     "select ts, value from readings where turbine_id = $1 and ts > $2 order by ts limit $3";
 const SQL_AT_TS: &str = "select ts, value from readings where turbine_id = $1 and ts = $2";
-const SQL_INSERT: &str = "insert into readings (turbine_id, ts, value) \
-     select $1, u.ts, u.value from unnest($2::timestamptz[], $3::float8[]) as u(ts, value)";
 const SQL_DELETE: &str = "delete from readings where turbine_id = $1";
 
 /// The role as this box holds it.
@@ -243,8 +242,17 @@ impl Mover {
         tokio::time::sleep_until(tokio::time::Instant::from_std(self.epoch + at)).await;
     }
 
-    /// Run to the end; the exit code says how it ended.
-    pub async fn run(mut self) -> Exit {
+    /// Run to the end; the exit code says how it ended. The stall probe runs
+    /// alongside for the whole life of the process (one line per lease, one at exit).
+    pub async fn run(self) -> Exit {
+        let period = Duration::from_millis(self.s.env.lease_ms.clamp(100, 5_000));
+        let stalls = Stalls::start(self.h, period);
+        let exit = self.run_to_end().await;
+        stalls.finish();
+        exit
+    }
+
+    async fn run_to_end(mut self) -> Exit {
         if let Err(msg) = self.connect_all().await {
             eprintln!("mover: {}: {msg}", self.s.env.box_name);
             return Exit::BadInput;
@@ -1155,7 +1163,7 @@ async fn write_steps(
             turbine,
             ts,
             values,
-        } => db.execute(SQL_INSERT, &[turbine, ts, values]).await?, // slices go as arrays, uncopied
+        } => db.copy_readings(turbine, ts, values).await?,
         Write::Delete { turbine } => db.execute(SQL_DELETE, &[turbine]).await?,
         Write::Fence => 1,
     };

@@ -1,0 +1,258 @@
+//! The sweep's plot: false expiries (left axis) and vacancy per run (right axis) against lease duration on a log axis, with the measured renewal p99.9 marked; one self-contained SVG.
+
+use super::table::Row;
+use std::fmt::Write;
+
+const W: f64 = 760.0;
+const H: f64 = 420.0;
+const LEFT: f64 = 70.0;
+const RIGHT: f64 = 80.0;
+const TOP: f64 = 50.0;
+const BOTTOM: f64 = 70.0;
+
+fn esc(s: &str) -> String {
+    s.replace('&', "&amp;")
+        .replace('<', "&lt;")
+        .replace('>', "&gt;")
+}
+
+/// A "nice" axis top at or above `v` (1, 2, 5 x 10^n).
+fn nice_top(v: f64) -> f64 {
+    if v <= 0.0 {
+        return 1.0;
+    }
+    let e = 10f64.powf(v.log10().floor());
+    for m in [1.0, 2.0, 5.0, 10.0] {
+        if m * e >= v {
+            return m * e;
+        }
+    }
+    10.0 * e
+}
+
+fn label_s(s: f64) -> String {
+    if s >= 1.0 && s == s.trunc() {
+        format!("{s:.0} s")
+    } else {
+        format!("{s:.1} s")
+    }
+}
+
+/// The plot for `rows` (any order), titled with the scenario; `p999_ms` is the sweep's measured renewal p99.9.
+pub fn plot(rows: &[Row], scenario: &str, p999_ms: f64) -> String {
+    let mut leases: Vec<f64> = rows.iter().map(|r| r.lease_s).collect();
+    leases.sort_by(|a, b| a.total_cmp(b));
+    leases.dedup();
+    let p999_s = p999_ms / 1000.0;
+    let lo =
+        leases
+            .first()
+            .copied()
+            .unwrap_or(1.0)
+            .min(if p999_s > 0.0 { p999_s } else { f64::MAX })
+            / 1.4;
+    let hi = leases.last().copied().unwrap_or(10.0) * 1.4;
+    let (lo_l, hi_l) = (lo.max(1e-3).ln(), hi.max(lo * 2.0).ln());
+    let x = |s: f64| LEFT + (s.max(1e-3).ln() - lo_l) / (hi_l - lo_l) * (W - LEFT - RIGHT);
+    let fe_top = nice_top(
+        rows.iter()
+            .map(|r| r.false_expiries as f64)
+            .fold(1.0, f64::max),
+    );
+    let vac_top = nice_top(rows.iter().map(|r| r.vacancy_total_s).fold(1.0, f64::max));
+    let plot_h = H - TOP - BOTTOM;
+    let y_fe = |v: f64| TOP + plot_h * (1.0 - v / fe_top);
+    let y_vac = |v: f64| TOP + plot_h * (1.0 - v / vac_top);
+
+    let mut s = String::new();
+    let _ = write!(
+        s,
+        r##"<svg xmlns="http://www.w3.org/2000/svg" width="{W}" height="{H}" viewBox="0 0 {W} {H}" font-family="sans-serif" font-size="12">
+<title>chaos sweep {}: false expiries and vacancy against lease duration</title>
+<rect width="{W}" height="{H}" fill="white"/>
+<text x="{}" y="22" text-anchor="middle" font-size="15" font-weight="bold">{}: false expiries and vacancy by lease duration</text>
+"##,
+        esc(scenario),
+        W / 2.0,
+        esc(scenario)
+    );
+    // Axes and grid.
+    let (x0, x1, y0, y1) = (LEFT, W - RIGHT, TOP, H - BOTTOM);
+    let _ = writeln!(
+        s,
+        r##"<line x1="{x0}" y1="{y1}" x2="{x1}" y2="{y1}" stroke="black"/>"##
+    );
+    let _ = writeln!(
+        s,
+        r##"<line x1="{x0}" y1="{y0}" x2="{x0}" y2="{y1}" stroke="#c0392b"/>"##
+    );
+    let _ = writeln!(
+        s,
+        r##"<line x1="{x1}" y1="{y0}" x2="{x1}" y2="{y1}" stroke="#2471a3"/>"##
+    );
+    for k in 0..=4 {
+        let f = k as f64 / 4.0;
+        let y = y1 - f * plot_h;
+        let _ = writeln!(
+            s,
+            r##"<line x1="{x0}" y1="{y}" x2="{x1}" y2="{y}" stroke="#eee"/><text x="{}" y="{}" text-anchor="end" fill="#c0392b">{}</text><text x="{}" y="{}" fill="#2471a3">{}</text>"##,
+            x0 - 6.0,
+            y + 4.0,
+            format_num(fe_top * f),
+            x1 + 6.0,
+            y + 4.0,
+            format_num(vac_top * f)
+        );
+    }
+    for &l in &leases {
+        let xl = x(l);
+        let _ = writeln!(
+            s,
+            r##"<line x1="{xl}" y1="{y1}" x2="{xl}" y2="{}" stroke="black"/><text x="{xl}" y="{}" text-anchor="middle">{}</text>"##,
+            y1 + 5.0,
+            y1 + 18.0,
+            label_s(l)
+        );
+    }
+    let _ = writeln!(
+        s,
+        r##"<text x="{}" y="{}" text-anchor="middle">lease duration (scenario time, log scale)</text>"##,
+        (x0 + x1) / 2.0,
+        H - 30.0
+    );
+    let _ = writeln!(
+        s,
+        r##"<text transform="translate(18 {}) rotate(-90)" text-anchor="middle" fill="#c0392b">false expiries (all runs)</text>"##,
+        (y0 + y1) / 2.0
+    );
+    let _ = writeln!(
+        s,
+        r##"<text transform="translate({} {}) rotate(90)" text-anchor="middle" fill="#2471a3">vacancy per run (s)</text>"##,
+        W - 18.0,
+        (y0 + y1) / 2.0
+    );
+    if p999_s > 0.0 {
+        let xp = x(p999_s);
+        let _ = writeln!(
+            s,
+            r##"<line x1="{xp}" y1="{y0}" x2="{xp}" y2="{y1}" stroke="#555" stroke-dasharray="4 4"/><text x="{}" y="{}" fill="#555">measured renewal p99.9 {:.0} ms</text>"##,
+            xp + 4.0,
+            y0 + 12.0,
+            p999_ms
+        );
+    }
+    // One series per fencing setting and figure.
+    let mut fencings: Vec<String> = rows.iter().map(|r| r.fencing.clone()).collect();
+    fencings.sort();
+    fencings.dedup();
+    let mut legend_y = H - 12.0;
+    let mut legend_x = LEFT;
+    for (fi, fencing) in fencings.iter().enumerate() {
+        let mut mine: Vec<&Row> = rows.iter().filter(|r| &r.fencing == fencing).collect();
+        mine.sort_by(|a, b| a.lease_s.total_cmp(&b.lease_s));
+        let dash = if fi == 0 {
+            ""
+        } else {
+            r#" stroke-dasharray="6 3""#
+        };
+        for (name, color, y, value) in [
+            (
+                "false expiries",
+                "#c0392b",
+                &y_fe as &dyn Fn(f64) -> f64,
+                (|r: &Row| r.false_expiries as f64) as fn(&Row) -> f64,
+            ),
+            ("vacancy s/run", "#2471a3", &y_vac, |r: &Row| {
+                r.vacancy_total_s
+            }),
+        ] {
+            let pts: Vec<String> = mine
+                .iter()
+                .map(|r| format!("{:.1},{:.1}", x(r.lease_s), y(value(r))))
+                .collect();
+            let _ = writeln!(
+                s,
+                r##"<polyline points="{}" fill="none" stroke="{color}" stroke-width="2"{dash}/>"##,
+                pts.join(" ")
+            );
+            for r in &mine {
+                let _ = writeln!(
+                    s,
+                    r##"<circle cx="{:.1}" cy="{:.1}" r="4" fill="{color}"><title>{} fencing {fencing}: {name} {}</title></circle>"##,
+                    x(r.lease_s),
+                    y(value(r)),
+                    label_s(r.lease_s),
+                    format_num(value(r))
+                );
+            }
+            let _ = writeln!(
+                s,
+                r##"<line x1="{legend_x}" y1="{}" x2="{}" y2="{}" stroke="{color}" stroke-width="2"{dash}/><text x="{}" y="{legend_y}">{name} (fencing {fencing})</text>"##,
+                legend_y - 4.0,
+                legend_x + 24.0,
+                legend_y - 4.0,
+                legend_x + 30.0
+            );
+            legend_x += 175.0;
+            if legend_x > W - 170.0 {
+                legend_x = LEFT;
+                legend_y -= 0.0;
+            }
+        }
+    }
+    s.push_str("</svg>\n");
+    s
+}
+
+fn format_num(v: f64) -> String {
+    if v == v.trunc() {
+        format!("{v:.0}")
+    } else {
+        format!("{v:.1}")
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::sweep::table::{row, RunResult};
+
+    #[test]
+    fn the_plot_is_a_labelled_self_contained_svg() {
+        let runs: Vec<RunResult> = [2.0, 5.0, 10.0]
+            .iter()
+            .map(|&l| RunResult {
+                lease_s: l,
+                fencing: "off".into(),
+                seed: 1,
+                dir: None,
+                verdict: Some("valid".into()),
+                wall_s: 1.0,
+                error: None,
+                figures: Some(Default::default()),
+            })
+            .collect();
+        let rows: Vec<Row> = runs
+            .iter()
+            .map(|r| row(r.lease_s, "off", &[r], 2100.0, 10.0))
+            .collect();
+        let svg = plot(&rows, "sweep <test>", 2100.0);
+        assert!(svg.starts_with("<svg xmlns=\"http://www.w3.org/2000/svg\""));
+        assert!(svg.trim_end().ends_with("</svg>"));
+        for needle in [
+            "lease duration",
+            "false expiries",
+            "vacancy per run",
+            "p99.9 2100 ms",
+            "10 s",
+            "sweep &lt;test&gt;",
+        ] {
+            assert!(svg.contains(needle), "missing {needle}");
+        }
+        assert!(
+            !svg.contains("http://") || svg.matches("http://").count() == 1,
+            "no external references"
+        );
+        assert_eq!(svg.matches("<polyline").count(), 2);
+    }
+}

@@ -1,0 +1,257 @@
+//! The docker backend end to end: April (lease only, then fenced) in containers with the same figures as the process backend, and `chaos down --all` after a harness killed mid-run.
+//!
+//! Needs a Docker engine; where none answers, each test prints one SKIP line and returns (the only
+//! skip). Images are built first when missing (scripts/build-images: about 4 minutes the first
+//! time, under a second after). The tests share one engine and `chaos down --all` removes every
+//! labelled container, so they run one at a time (a lock).
+
+use std::path::{Path, PathBuf};
+use std::process::{Command, Stdio};
+use std::sync::Mutex;
+use std::time::{Duration, Instant};
+
+static ONE_AT_A_TIME: Mutex<()> = Mutex::new(());
+const CHAOS: &str = env!("CARGO_BIN_EXE_chaos");
+/// An April run takes about 100 s on docker; generous for a loaded 2-core machine.
+const RUN_LIMIT: Duration = Duration::from_secs(600);
+
+fn repo() -> PathBuf {
+    Path::new(env!("CARGO_MANIFEST_DIR"))
+        .parent()
+        .expect("harness/ is inside the repo")
+        .to_path_buf()
+}
+
+/// Run a command with a time limit; (exit code, stdout+stderr). Killed on timeout.
+fn run_limited(cmd: &mut Command, limit: Duration) -> (Option<i32>, String) {
+    static SERIAL: std::sync::atomic::AtomicUsize = std::sync::atomic::AtomicUsize::new(0);
+    let out_path = std::env::temp_dir().join(format!(
+        "chaos-docker-test-{}-{}.out",
+        std::process::id(),
+        SERIAL.fetch_add(1, std::sync::atomic::Ordering::SeqCst)
+    ));
+    let out = std::fs::File::create(&out_path).expect("temp output file");
+    let mut child = cmd
+        .stdin(Stdio::null())
+        .stdout(out.try_clone().expect("dup"))
+        .stderr(out)
+        .spawn()
+        .expect("spawn");
+    let began = Instant::now();
+    let code = loop {
+        if let Some(status) = child.try_wait().expect("wait") {
+            break status.code();
+        }
+        if began.elapsed() > limit {
+            let _ = child.kill();
+            let _ = child.wait();
+            break None;
+        }
+        std::thread::sleep(Duration::from_millis(100));
+    };
+    let text = std::fs::read_to_string(&out_path).unwrap_or_default();
+    let _ = std::fs::remove_file(&out_path);
+    (code, text)
+}
+
+fn rand_suffix() -> u128 {
+    std::time::SystemTime::now()
+        .duration_since(std::time::UNIX_EPOCH)
+        .map(|d| d.as_nanos())
+        .unwrap_or(0)
+}
+
+/// Whether a Docker engine answers; prints the one allowed SKIP line when not.
+fn engine_or_skip() -> bool {
+    let (code, _) = run_limited(Command::new("docker").arg("info"), Duration::from_secs(30));
+    if code == Some(0) {
+        return true;
+    }
+    println!("SKIP: no Docker engine answers (docker info failed): docker backend tests not run");
+    false
+}
+
+/// Build the images when missing (long the first time: about 4 minutes).
+fn images() {
+    println!("building the docker backend's images if missing (first build: about 4 minutes)");
+    let (code, text) = run_limited(
+        Command::new(repo().join("scripts/build-images")).current_dir(repo()),
+        Duration::from_secs(1800),
+    );
+    println!("{text}");
+    assert_eq!(code, Some(0), "scripts/build-images failed:\n{text}");
+}
+
+fn labelled(kind: &[&str]) -> Vec<String> {
+    let mut args: Vec<&str> = kind.to_vec();
+    args.extend(["--filter", "label=chaos.harness", "-q"]);
+    let (code, text) = run_limited(Command::new("docker").args(&args), Duration::from_secs(30));
+    assert_eq!(code, Some(0), "docker {args:?}: {text}");
+    text.split_whitespace().map(str::to_string).collect()
+}
+
+/// The single run directory under `results/april/`.
+fn run_dir(results: &Path) -> PathBuf {
+    let dirs: Vec<PathBuf> = std::fs::read_dir(results.join("april"))
+        .expect("results/april exists")
+        .filter_map(|e| e.ok().map(|e| e.path()))
+        .filter(|p| p.is_dir())
+        .collect();
+    assert_eq!(dirs.len(), 1, "one run directory: {dirs:?}");
+    dirs[0].clone()
+}
+
+fn read_json(path: &Path) -> serde_json::Value {
+    let text =
+        std::fs::read_to_string(path).unwrap_or_else(|e| panic!("read {}: {e}", path.display()));
+    serde_json::from_str(&text).unwrap_or_else(|e| panic!("parse {}: {e}", path.display()))
+}
+
+fn april(extra: &[&str], expect: &str) -> (PathBuf, serde_json::Value, String) {
+    let results = tempdir("april");
+    let mut cmd = Command::new(CHAOS);
+    cmd.current_dir(repo())
+        .args(["run", "april", "--backend", "docker", "--expect", expect])
+        .args(extra)
+        .arg("--results")
+        .arg(&results);
+    let began = Instant::now();
+    let (code, text) = run_limited(&mut cmd, RUN_LIMIT);
+    println!(
+        "chaos run april --backend docker {extra:?}: exit {code:?} in {:.1} s\n{}",
+        began.elapsed().as_secs_f64(),
+        tail(&text, 40)
+    );
+    let dir = run_dir(&results);
+    let verdict = read_json(&dir.join("verdict.json"));
+    assert_eq!(
+        code,
+        Some(0),
+        "--expect {expect} did not hold (exit {code:?}); verdict {}",
+        verdict["valid"]
+    );
+    assert!(
+        labelled(&["ps", "-a"]).is_empty(),
+        "the run left containers behind"
+    );
+    (dir, verdict, text)
+}
+
+fn tail(text: &str, lines: usize) -> String {
+    let all: Vec<&str> = text.lines().collect();
+    all[all.len().saturating_sub(lines)..].join("\n")
+}
+
+fn tempdir(what: &str) -> PathBuf {
+    let d = std::env::temp_dir().join(format!(
+        "chaos-docker-test-{what}-{}-{}",
+        std::process::id(),
+        rand_suffix()
+    ));
+    std::fs::create_dir_all(&d).expect("temp dir");
+    d
+}
+
+fn anomaly<'a>(verdict: &'a serde_json::Value, class: &str) -> Option<&'a serde_json::Value> {
+    verdict["anomalies"]
+        .as_array()?
+        .iter()
+        .find(|a| a["class"] == class)
+}
+
+#[test]
+fn april_lease_only_on_docker_loses_one_turbine() {
+    let _one = ONE_AT_A_TIME.lock().unwrap_or_else(|e| e.into_inner());
+    if !engine_or_skip() {
+        return;
+    }
+    images();
+    let (dir, verdict, _) = april(&[], "invalid");
+    assert_eq!(verdict["valid"], "invalid");
+    let lost = anomaly(&verdict, "lost-rows").expect("a lost-rows anomaly");
+    let turbines = lost["evidence"]["turbines"]
+        .as_array()
+        .expect("lost turbines listed");
+    assert_eq!(
+        turbines.len(),
+        1,
+        "exactly one turbine's history is lost: {}",
+        lost["summary"]
+    );
+    let vacancy = anomaly(&verdict, "vacancy-window").expect("a vacancy window");
+    let longest_s = vacancy["evidence"]["max_s"].as_f64().expect("max_s");
+    assert!(
+        (28.0..=40.0).contains(&longest_s),
+        "the vacancy is 34 s in the incident; measured {longest_s} s ({})",
+        dir.display()
+    );
+}
+
+#[test]
+fn april_fenced_on_docker_is_valid_and_refuses_the_stale_write() {
+    let _one = ONE_AT_A_TIME.lock().unwrap_or_else(|e| e.into_inner());
+    if !engine_or_skip() {
+        return;
+    }
+    images();
+    let (_dir, verdict, _) = april(&["--fencing", "on"], "valid");
+    assert_eq!(verdict["valid"], "valid");
+    let refused = verdict["stats"]["refused_writes"].as_u64().unwrap_or(0);
+    assert!(refused >= 1, "box 2's stale write is refused: {refused}");
+}
+
+#[test]
+fn down_all_removes_what_a_killed_harness_left() {
+    let _one = ONE_AT_A_TIME.lock().unwrap_or_else(|e| e.into_inner());
+    if !engine_or_skip() {
+        return;
+    }
+    images();
+    let results = tempdir("crash");
+    let out = std::fs::File::create(results.join("chaos.out")).expect("output file");
+    let mut child = Command::new(CHAOS)
+        .current_dir(repo())
+        .args(["run", "april", "--backend", "docker", "--results"])
+        .arg(&results)
+        .stdin(Stdio::null())
+        .stdout(out.try_clone().expect("dup"))
+        .stderr(out)
+        .spawn()
+        .expect("start chaos run");
+    // Mid-run: the movers' containers are up once the progress line appears.
+    let began = Instant::now();
+    loop {
+        let text = std::fs::read_to_string(results.join("chaos.out")).unwrap_or_default();
+        if text.contains("moved ") || began.elapsed() > Duration::from_secs(300) {
+            break;
+        }
+        if let Ok(Some(status)) = child.try_wait() {
+            panic!("chaos run ended before it could be killed ({status}):\n{text}");
+        }
+        std::thread::sleep(Duration::from_millis(200));
+    }
+    let before = labelled(&["ps", "-a"]);
+    // SIGKILL: no exit path of the harness runs.
+    child.kill().expect("SIGKILL chaos run");
+    let _ = child.wait();
+    assert!(
+        !before.is_empty(),
+        "the killed run had containers up (else this test proves nothing)"
+    );
+    let (code, text) = run_limited(
+        Command::new(CHAOS).args(["down", "--all"]),
+        Duration::from_secs(180),
+    );
+    println!("chaos down --all: {text}");
+    assert_eq!(code, Some(0), "chaos down --all failed: {text}");
+    let containers = labelled(&["ps", "-a"]);
+    let networks = labelled(&["network", "ls"]);
+    assert!(
+        containers.is_empty() && networks.is_empty(),
+        "left behind: containers {containers:?}, networks {networks:?}"
+    );
+    println!(
+        "killed a run with {} container(s) up; chaos down --all left none",
+        before.len()
+    );
+}

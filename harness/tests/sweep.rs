@@ -1,0 +1,263 @@
+//! `chaos sweep` end to end through the built binary on real Postgres: bad input refused before anything runs, and a two-lease sweep writing its table as text, CSV, JSON and SVG.
+
+use std::path::{Path, PathBuf};
+use std::process::{Command, Output};
+use std::time::{Duration, Instant};
+
+/// The CSV header the sweep promises (README and the issue name these columns).
+const COLUMNS: &str = "lease_s,fencing,runs,failed_runs,renewals,renew_p50_ms,renew_p99_ms,renew_p999_ms,renew_max_ms,margin_over_p999_ms,false_expiries,runs_with_false_expiry,takeovers,vacancy_total_s,vacancy_max_s,recover_s,holder_kills,writes_after_expiry,writes_after_expiry_max_s,rows_lost,lost_turbines,refused_writes,finish_s,unfinished_runs,stall_p999_ms,stall_max_ms,stall_p999_real_us,stall_max_real_us,verdicts";
+
+fn chaos() -> PathBuf {
+    let bin = PathBuf::from(env!("CARGO_BIN_EXE_chaos"));
+    let mover = bin.with_file_name("mover");
+    assert!(
+        mover.is_file(),
+        "the reference mover is not built beside {}: run `cargo build -p chaos-workloads` (same profile) first",
+        bin.display()
+    );
+    bin
+}
+
+fn scratch(name: &str) -> PathBuf {
+    let d = std::env::temp_dir().join(format!("chaos-test-{name}-{}", std::process::id()));
+    let _ = std::fs::remove_dir_all(&d);
+    std::fs::create_dir_all(&d).unwrap();
+    d
+}
+
+/// Run `chaos` with a time limit; a run past it is killed (by its own pid) and the test fails.
+fn run(args: &[&str], limit: Duration) -> Output {
+    let mut child = Command::new(chaos())
+        .args(args)
+        .current_dir(env!("CARGO_MANIFEST_DIR").to_string() + "/..")
+        .stdout(std::process::Stdio::piped())
+        .stderr(std::process::Stdio::piped())
+        .spawn()
+        .expect("start chaos");
+    let started = Instant::now();
+    loop {
+        if child.try_wait().unwrap().is_some() {
+            return child.wait_with_output().unwrap();
+        }
+        if started.elapsed() > limit {
+            let _ = child.kill();
+            let out = child.wait_with_output().unwrap();
+            panic!(
+                "chaos {args:?} took more than {limit:?}; stderr: {}",
+                String::from_utf8_lossy(&out.stderr)
+            );
+        }
+        std::thread::sleep(Duration::from_millis(100));
+    }
+}
+
+#[test]
+fn bad_input_is_one_line_and_exit_3_before_anything_starts() {
+    let results = scratch("sweep-bad");
+    let r = results.to_str().unwrap();
+    for (args, needle) in [
+        (
+            vec!["--scenario", "sweep", "--lease", "0s"],
+            "--lease: '0s' must be above zero",
+        ),
+        (
+            vec!["--scenario", "sweep", "--lease", "abc"],
+            "--lease: 'abc' is not a duration",
+        ),
+        (
+            vec!["--scenario", "sweep", "--runs", "0"],
+            "--runs: 0 is not 1 to 1000",
+        ),
+        (
+            vec!["--scenario", "no-such-scenario"],
+            "no scenario 'no-such-scenario'",
+        ),
+    ] {
+        let mut all = vec!["sweep", "--results", r];
+        all.extend(args.iter());
+        let out = run(&all, Duration::from_secs(30));
+        let stderr = String::from_utf8_lossy(&out.stderr);
+        assert_eq!(out.status.code(), Some(3), "{args:?}: {stderr}");
+        assert_eq!(
+            stderr.trim().lines().count(),
+            1,
+            "{args:?}: one line, got {stderr}"
+        );
+        assert!(stderr.contains(needle), "{args:?}: {stderr}");
+    }
+    assert_eq!(
+        std::fs::read_dir(&results).unwrap().count(),
+        0,
+        "nothing may be created before the input is checked"
+    );
+    let _ = std::fs::remove_dir_all(&results);
+}
+
+fn column(header: &[&str], row: &[&str], name: &str) -> f64 {
+    let i = header
+        .iter()
+        .position(|c| *c == name)
+        .unwrap_or_else(|| panic!("no column {name}"));
+    row[i]
+        .parse()
+        .unwrap_or_else(|_| panic!("{name} = '{}' is not a number", row[i]))
+}
+
+#[test]
+fn a_two_lease_sweep_writes_its_table_plot_and_conclusion() {
+    let results = scratch("sweep");
+    let out = run(
+        &[
+            "sweep",
+            "--scenario",
+            "sweep",
+            "--lease",
+            "60s,2s",
+            "--budget",
+            "8m",
+            "--results",
+            results.to_str().unwrap(),
+        ],
+        Duration::from_secs(600),
+    );
+    let stdout = String::from_utf8_lossy(&out.stdout);
+    let stderr = String::from_utf8_lossy(&out.stderr);
+    assert_eq!(
+        out.status.code(),
+        Some(0),
+        "stdout: {stdout}\nstderr: {stderr}"
+    );
+
+    let sweeps: Vec<PathBuf> = std::fs::read_dir(results.join("sweep-sweep"))
+        .expect("results/sweep-sweep/")
+        .map(|e| e.unwrap().path())
+        .collect();
+    assert_eq!(sweeps.len(), 1, "{sweeps:?}");
+    let dir = &sweeps[0];
+    let read = |name: &str| {
+        std::fs::read_to_string(dir.join(name)).unwrap_or_else(|e| panic!("{name}: {e}"))
+    };
+
+    // CSV: the promised columns, one row per lease in ascending order.
+    let csv = read("sweep.csv");
+    let mut lines = csv.lines();
+    assert_eq!(lines.next(), Some(COLUMNS));
+    let header: Vec<&str> = COLUMNS.split(',').collect();
+    let rows: Vec<Vec<&str>> = lines.map(|l| l.split(',').collect()).collect();
+    assert_eq!(rows.len(), 2, "{csv}");
+    for r in &rows {
+        assert_eq!(r.len(), header.len(), "{r:?}");
+        assert_eq!(r[1], "off");
+        assert_eq!(column(&header, r, "runs"), 1.0);
+        assert_eq!(column(&header, r, "failed_runs"), 0.0);
+        let n = column(&header, r, "renewals");
+        assert!(n >= 300.0, "a sweep run renews hundreds of times, got {n}");
+        let (p50, p99, p999, max) = (
+            column(&header, r, "renew_p50_ms"),
+            column(&header, r, "renew_p99_ms"),
+            column(&header, r, "renew_p999_ms"),
+            column(&header, r, "renew_max_ms"),
+        );
+        assert!(
+            0.0 < p50 && p50 <= p99 && p99 <= p999 && p999 <= max,
+            "{r:?}"
+        );
+        // The weather's tail reaches seconds (p99.9 target 2,100 ms).
+        assert!(
+            max >= 500.0,
+            "measured max renewal latency {max} ms: the tail is missing"
+        );
+        assert!(
+            column(&header, r, "stall_max_real_us") > 0.0,
+            "the movers' stall lines are missing"
+        );
+    }
+    assert_eq!(column(&header, &rows[0], "lease_s"), 2.0);
+    assert_eq!(column(&header, &rows[1], "lease_s"), 60.0);
+    // The seed's point: a lease near the measured p99.9 expires under a live holder; a lease far above does not.
+    assert!(
+        column(&header, &rows[0], "false_expiries") >= 1.0,
+        "2 s lease: {:?}",
+        rows[0]
+    );
+    assert_eq!(
+        column(&header, &rows[1], "false_expiries"),
+        0.0,
+        "60 s lease: {:?}",
+        rows[1]
+    );
+    // A killed holder under a 60 s lease is replaced after about the lease.
+    let recover = column(&header, &rows[1], "recover_s");
+    assert!(
+        (50.0..=80.0).contains(&recover),
+        "recover after a kill with a 60 s lease: {recover} s"
+    );
+
+    // JSON carries the same rows, the measured distribution and a conclusion per fencing setting.
+    let json: serde_json::Value = serde_json::from_str(&read("sweep.json")).unwrap();
+    assert_eq!(json["rows"].as_array().unwrap().len(), 2);
+    assert_eq!(json["columns"].as_array().unwrap().len(), header.len());
+    assert!(json["renewal_latency"]["count"].as_u64().unwrap() >= 600);
+    let conclusion = json["conclusions"][0]["text"].as_str().unwrap();
+    assert_eq!(
+        json["conclusions"][0]["smallest_clean_lease_s"], 60.0,
+        "{conclusion}"
+    );
+    assert!(
+        conclusion.contains("measured renewal p99.9"),
+        "{conclusion}"
+    );
+    // One run per lease is too few to tell a rate, and the sweep must say so.
+    assert!(conclusion.contains("too few runs to tell"), "{conclusion}");
+    assert_eq!(json["complete"], true);
+
+    // Text: the table and the conclusion, also on stdout.
+    let text = read("sweep.txt");
+    assert!(
+        text.contains("false exp") && text.contains("vacancy tot") && text.contains("stall p99.9"),
+        "{text}"
+    );
+    assert!(
+        text.contains("smallest lease with no false expiry"),
+        "{text}"
+    );
+    assert!(
+        stdout.contains("smallest lease with no false expiry"),
+        "{stdout}"
+    );
+
+    // SVG: self-contained, labelled.
+    let svg = read("sweep.svg");
+    assert!(svg.starts_with("<svg xmlns=\"http://www.w3.org/2000/svg\""));
+    for needle in [
+        "lease duration",
+        "false expiries",
+        "vacancy per run",
+        "measured renewal p99.9",
+        "60 s",
+        "2 s",
+    ] {
+        assert!(svg.contains(needle), "sweep.svg lacks {needle}");
+    }
+
+    // Each run has its own run directory, with the movers' stall lines in its history.
+    let runs = dir.join("runs");
+    for lease in ["lease-2s-fencing-off", "lease-60s-fencing-off"] {
+        let run_dir = std::fs::read_dir(runs.join(lease))
+            .unwrap_or_else(|e| panic!("{lease}: {e}"))
+            .map(|e| e.unwrap().path())
+            .find(|p| p.join("report.html").is_file())
+            .unwrap_or_else(|| panic!("{lease}: no run directory with a report"));
+        let history = std::fs::read_to_string(run_dir.join("history.jsonl")).unwrap();
+        let stall = history
+            .lines()
+            .find(|l| l.contains("\"f\":\"stalls\"") && l.contains("\"process\":\"box-"))
+            .unwrap_or_else(|| panic!("{}: no stalls line", run_dir.display()));
+        let v: serde_json::Value = serde_json::from_str(stall).unwrap();
+        for k in ["p50_us", "p99_us", "p999_us", "max_us", "samples"] {
+            assert!(v["value"][k].is_u64(), "{k} in {stall}");
+        }
+        assert!(Path::new(&run_dir).join("verdict.json").is_file());
+    }
+    let _ = std::fs::remove_dir_all(&results);
+}
