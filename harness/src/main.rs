@@ -1,25 +1,8 @@
 //! `chaos`: the command line. Flags are parsed once into validated options; exit codes 0 valid, 1 invalid, 2 unknown, 3 the harness failed.
 
-mod audit;
-mod backend;
-mod bench;
-mod check;
-mod db;
-mod faults;
-mod links;
-mod movers;
-mod pg;
-mod procs;
-mod progress;
-mod results;
-mod run;
-mod scenario;
-mod setup;
-mod story;
-mod sweep;
-mod up;
 
 use chaos_checkers::Validity;
+use chaos_harness::{backend, bench, check, run, scenario, up};
 use clap::{Parser, Subcommand, ValueEnum};
 use std::path::PathBuf;
 use std::process::ExitCode;

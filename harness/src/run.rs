@@ -202,6 +202,10 @@ pub async fn run(opts: &RunOptions) -> anyhow::Result<RunOutcome> {
             cluster.describe()
         ),
     );
+    // Tests plant a panic here to prove no server outlives the harness.
+    if std::env::var("CHAOS_TEST_PANIC").as_deref() == Ok("after-cluster") {
+        panic!("planted panic (CHAOS_TEST_PANIC) after the cluster started");
+    }
     let proxy_api = opts.toxiproxy.clone().or_else(|| cluster.proxy_api());
     let links = Arc::new(Links::start(proxy_api.as_deref()).await?);
     for (i, link) in topology.links().iter().enumerate() {

@@ -281,6 +281,24 @@ pub struct DockerCluster {
     log_dir: PathBuf,
     bin_dir: PathBuf,
     stopped: bool,
+    /// Mover state every launcher of this cluster shares.
+    movers: Arc<MoverShared>,
+}
+
+/// Shared by every launcher of a cluster: container name serials, and movers started ahead of
+/// the scenario clock and held at a gate (`prepare_movers`).
+#[derive(Default)]
+struct MoverShared {
+    serial: AtomicUsize,
+    prepared: std::sync::Mutex<HashMap<String, Prepared>>,
+}
+
+/// A mover container started and waiting at its gate (a fifo its shell reads before `exec`ing
+/// the mover).
+struct Prepared {
+    mover: DockerMover,
+    stdout: MoverStdout,
+    gate: PathBuf,
 }
 
 impl DockerCluster {
@@ -311,6 +329,7 @@ impl DockerCluster {
             log_dir: spec.log_dir.clone(),
             bin_dir,
             stopped: false,
+            movers: Arc::new(MoverShared::default()),
         };
         for (i, link) in spec.links.iter().enumerate() {
             let port = FIRST_LINK_PORT + i as u16;
@@ -637,9 +656,22 @@ impl DockerCluster {
                 image: self.images.mover.clone(),
                 bin_dir: self.bin_dir.clone(),
                 log_dir: self.log_dir.clone(),
-                serial: AtomicUsize::new(0),
+                shared: self.movers.clone(),
             }),
         }
+    }
+
+    /// Start every mover's container now, each held at a gate, so that `spawn` at the scenario's
+    /// start only opens the gate (milliseconds) instead of starting a container (about a
+    /// second each here). Call before the scenario clock starts; a box never spawned is removed
+    /// with the cluster.
+    pub async fn prepare_movers(&self, specs: &[MoverSpec]) -> anyhow::Result<()> {
+        let launcher = self.launcher();
+        let starts = specs.iter().map(|s| launcher.prepare(s));
+        for r in futures_util::future::join_all(starts).await {
+            r?;
+        }
+        Ok(())
     }
 
     /// Copy each container's log into the run's logs, remove every container and the network
@@ -750,7 +782,7 @@ struct LauncherInner {
     image: String,
     bin_dir: PathBuf,
     log_dir: PathBuf,
-    serial: AtomicUsize,
+    shared: Arc<MoverShared>,
 }
 
 /// Starts mover containers on the run's network.
@@ -764,8 +796,54 @@ impl DockerLauncher {
     /// in between), so SIGSTOP/SIGCONT/SIGKILL reach it; its stdout is followed as history,
     /// its stderr appended to `spec.log_path`.
     pub async fn spawn(&self, spec: &MoverSpec) -> anyhow::Result<(DockerMover, MoverStdout)> {
+        let prepared = self
+            .inner
+            .shared
+            .prepared
+            .lock()
+            .unwrap()
+            .remove(&spec.box_name);
+        match prepared {
+            Some(p) => {
+                open_gate(&p.gate, &spec.box_name).await?;
+                Ok((p.mover, p.stdout))
+            }
+            None => self.start(spec, None).await,
+        }
+    }
+
+    /// Start a box's container held at a gate (see `DockerCluster::prepare_movers`).
+    async fn prepare(&self, spec: &MoverSpec) -> anyhow::Result<()> {
+        let gate = self.inner.log_dir.join(format!(".{}.gate", spec.box_name));
+        let _ = std::fs::remove_file(&gate);
+        let c = std::ffi::CString::new(gate.display().to_string())?;
+        // SAFETY: a valid NUL-terminated path; mkfifo only creates a file.
+        if unsafe { libc::mkfifo(c.as_ptr(), 0o600) } != 0 {
+            anyhow::bail!(
+                "mkfifo {}: {}",
+                gate.display(),
+                std::io::Error::last_os_error()
+            );
+        }
+        let (mover, stdout) = self.start(spec, Some(&gate)).await?;
+        self.inner.shared.prepared.lock().unwrap().insert(
+            spec.box_name.clone(),
+            Prepared {
+                mover,
+                stdout,
+                gate,
+            },
+        );
+        Ok(())
+    }
+
+    async fn start(
+        &self,
+        spec: &MoverSpec,
+        gate: Option<&Path>,
+    ) -> anyhow::Result<(DockerMover, MoverStdout)> {
         let me = &self.inner;
-        let n = me.serial.fetch_add(1, Ordering::SeqCst);
+        let n = me.shared.serial.fetch_add(1, Ordering::SeqCst);
         let name = docker_name(&me.run_id, &format!("{}-{n}", spec.box_name));
         let mut req = generic(&me.image)
             .with_container_name(&name)
@@ -797,6 +875,21 @@ impl DockerLauncher {
                 req.with_cmd(["/bin/sh".to_string(), "-c".into(), format!("exec {line}")])
             }
         };
+        if let Some(gate) = gate {
+            // The shell waits for one line on the gate, then `exec`s the mover command in its
+            // place: from then on the mover is the container's main process, as without a gate.
+            let mut cmd = vec![
+                "/bin/sh".to_string(),
+                "-c".into(),
+                r#"read go < "$CHAOS_GATE" && exec "$@""#.into(),
+                "chaos-gate".into(),
+            ];
+            let inner: Vec<String> = req.cmd().map(|c| c.into_owned()).collect();
+            cmd.extend(inner);
+            req = req
+                .with_cmd(cmd)
+                .with_env_var("CHAOS_GATE", gate.display().to_string());
+        }
         for (k, v) in &spec.env {
             req = req.with_env_var(k, v);
         }
@@ -836,6 +929,34 @@ impl DockerLauncher {
             },
             stdout,
         ))
+    }
+}
+
+/// Let a prepared mover go: one line into its gate (whose reader, the container's shell, is
+/// already waiting, or about to), bounded.
+async fn open_gate(gate: &Path, box_name: &str) -> anyhow::Result<()> {
+    use std::io::Write;
+    use std::os::unix::fs::OpenOptionsExt;
+    let began = Instant::now();
+    loop {
+        // Non-blocking: opening a fifo for writing fails (ENXIO) until its reader has it open.
+        match std::fs::OpenOptions::new()
+            .write(true)
+            .custom_flags(libc::O_NONBLOCK)
+            .open(gate)
+        {
+            Ok(mut f) => {
+                f.write_all(b"go\n")
+                    .map_err(|e| anyhow::anyhow!("{box_name}: open its gate: {e}"))?;
+                let _ = std::fs::remove_file(gate);
+                return Ok(());
+            }
+            Err(e) if began.elapsed() > START_TIMEOUT => anyhow::bail!(
+                "{box_name}: its container never waited at the gate {} ({e}): see logs/{box_name}.log",
+                gate.display()
+            ),
+            Err(_) => tokio::time::sleep(Duration::from_millis(2)).await,
+        }
     }
 }
 
@@ -1072,6 +1193,34 @@ mod tests {
         assert!(c
             .client_addr("ingest->shard1", "0.0.0.0:20000", true)
             .starts_with("127.0.0.1:"));
+        // A mover held at its gate starts in milliseconds, as its own main process.
+        let spec = MoverSpec {
+            box_name: "box-1".into(),
+            program: MoverProgram::Shell("sh -c 'echo pid-$$ $CHAOS_BOX'".into()),
+            env: vec![("CHAOS_BOX".into(), "box-1".into())],
+            log_path: log_dir.join("box-1.log"),
+        };
+        c.prepare_movers(std::slice::from_ref(&spec))
+            .await
+            .expect("prepare");
+        let t = Instant::now();
+        let (mut mover, stdout) = c.launcher().spawn(&spec).await.expect("spawn");
+        println!(
+            "a prepared mover spawned in {:.1} ms",
+            t.elapsed().as_secs_f64() * 1000.0
+        );
+        let mut line = String::new();
+        use tokio::io::AsyncBufReadExt;
+        tokio::io::BufReader::new(stdout)
+            .read_line(&mut line)
+            .await
+            .unwrap();
+        assert_eq!(
+            line.trim(),
+            "pid-1 box-1",
+            "the mover is the container's main process"
+        );
+        assert_eq!(mover.wait().await, Some(0));
         let t = Instant::now();
         c.stop_all().await;
         println!(

@@ -63,7 +63,8 @@ pub fn percentiles(samples_us: &[u64]) -> Percentiles {
     if h.is_empty() {
         return Percentiles::default();
     }
-    let max = h.max();
+    // hdrhistogram reports a bucket's top; the true max bounds every percentile.
+    let max = samples_us.iter().copied().max().unwrap_or(0);
     let q = |x: f64| h.value_at_quantile(x).min(max) as f64 / 1000.0;
     Percentiles {
         count: h.len(),

@@ -1,0 +1,20 @@
+//! The harness as a library: scenarios, backends, runs, the nemesis at work, results. The `chaos` binary is its command line; integration tests use it directly.
+
+pub mod audit;
+pub mod backend;
+pub mod bench;
+pub mod check;
+pub mod db;
+pub mod faults;
+pub mod links;
+pub mod movers;
+pub mod pg;
+pub mod procs;
+pub mod progress;
+pub mod results;
+pub mod run;
+pub mod scenario;
+pub mod setup;
+pub mod story;
+pub mod sweep;
+pub mod up;

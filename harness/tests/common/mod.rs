@@ -1,0 +1,87 @@
+//! Shared helpers for the harness's integration tests: the built binaries, unique temp folders, and a scan for processes a test left behind.
+#![allow(dead_code)]
+
+use std::path::{Path, PathBuf};
+use std::process::{Command, Output};
+
+/// The `chaos` binary cargo built for this test run.
+pub fn chaos() -> PathBuf {
+    PathBuf::from(env!("CARGO_BIN_EXE_chaos"))
+}
+
+/// The repository root (scenarios live there).
+pub fn repo() -> PathBuf {
+    PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("..")
+}
+
+/// A fresh folder under the system temp dir, unique to this test.
+pub fn temp_dir(name: &str) -> PathBuf {
+    let d = std::env::temp_dir().join(format!("chaos-test-{name}-{}", std::process::id()));
+    let _ = std::fs::remove_dir_all(&d);
+    std::fs::create_dir_all(&d).unwrap();
+    d
+}
+
+/// Fail loudly (not skip) when the reference mover was not built beside `chaos`.
+pub fn require_mover() {
+    let mover = chaos().parent().unwrap().join("mover");
+    assert!(mover.is_file(), "the reference mover is not built at {}: run `cargo build --release -p chaos-workloads` (scripts/test does)", mover.display());
+}
+
+/// `chaos ARGS` from the repo root with its own data dir; the output.
+pub fn run_chaos(args: &[&str], data_dir: &Path, results: &Path) -> Output {
+    Command::new(chaos())
+        .args(args)
+        .arg("--results")
+        .arg(results)
+        .current_dir(repo())
+        .env("CHAOS_DATA_DIR", data_dir)
+        .output()
+        .expect("run chaos")
+}
+
+/// PIDs of live processes whose command line mentions `needle`.
+pub fn processes_mentioning(needle: &str) -> Vec<(u32, String)> {
+    let mut out = Vec::new();
+    for e in std::fs::read_dir("/proc").unwrap().flatten() {
+        let Some(pid) = e.file_name().to_str().and_then(|s| s.parse::<u32>().ok()) else { continue };
+        if pid == std::process::id() {
+            continue;
+        }
+        let Ok(cmd) = std::fs::read(e.path().join("cmdline")) else { continue };
+        let cmd = String::from_utf8_lossy(&cmd).replace('\0', " ");
+        // Movers inherit the harness's environment (CHAOS_DATA_DIR), servers name their data dir.
+        let env = std::fs::read(e.path().join("environ")).map(|b| String::from_utf8_lossy(&b).into_owned()).unwrap_or_default();
+        if cmd.contains(needle) || env.contains(needle) {
+            // A zombie has an empty cmdline; a live one names itself.
+            out.push((pid, cmd));
+        }
+    }
+    out
+}
+
+/// Wait up to `secs` for no process to mention `needle`.
+pub fn assert_none_left(needle: &str, secs: u64) {
+    let began = std::time::Instant::now();
+    loop {
+        let left = processes_mentioning(needle);
+        if left.is_empty() {
+            return;
+        }
+        if began.elapsed().as_secs() >= secs {
+            panic!("processes left behind mentioning {needle}: {left:?}");
+        }
+        std::thread::sleep(std::time::Duration::from_millis(100));
+    }
+}
+
+/// The newest run directory under `results/<scenario>/`.
+pub fn latest_run(results: &Path, scenario: &str) -> PathBuf {
+    let mut runs: Vec<PathBuf> = std::fs::read_dir(results.join(scenario)).unwrap().flatten().map(|e| e.path()).collect();
+    runs.sort();
+    runs.pop().expect("a run directory")
+}
+
+pub fn read_json(path: &Path) -> serde_json::Value {
+    serde_json::from_str(&std::fs::read_to_string(path).unwrap_or_else(|e| panic!("{}: {e}", path.display()))).unwrap()
+}
