@@ -84,11 +84,16 @@ pub async fn claim_changes(url: &str) -> Result<Vec<ClaimChange>, String> {
 pub async fn final_runs(shard: &str, url: &str) -> Result<Vec<ShardTurbineRuns>, String> {
     use futures_util::StreamExt;
     let c = db::connect(url, "harness", TIMEOUT).await?;
-    let sql = "copy (select turbine_id, (extract(epoch from ts) * 1000)::bigint from readings) to stdout";
+    let sql =
+        "copy (select turbine_id, (extract(epoch from ts) * 1000)::bigint from readings) to stdout";
     let read = async {
-        let stream = c.copy_out(sql).await.map_err(|e| format!("{shard}: reading the final state: {e}"))?;
+        let stream = c
+            .copy_out(sql)
+            .await
+            .map_err(|e| format!("{shard}: reading the final state: {e}"))?;
         futures_util::pin_mut!(stream);
-        let mut by_turbine: std::collections::HashMap<String, Vec<i64>> = std::collections::HashMap::new();
+        let mut by_turbine: std::collections::HashMap<String, Vec<i64>> =
+            std::collections::HashMap::new();
         let mut partial: Vec<u8> = Vec::new();
         while let Some(chunk) = stream.next().await {
             let chunk = chunk.map_err(|e| format!("{shard}: reading the final state: {e}"))?;
@@ -97,8 +102,12 @@ pub async fn final_runs(shard: &str, url: &str) -> Result<Vec<ShardTurbineRuns>,
             while let Some(nl) = partial[start..].iter().position(|&b| b == b'\n') {
                 let line = &partial[start..start + nl];
                 start += nl + 1;
-                let tab = line.iter().position(|&b| b == b'\t').ok_or_else(|| format!("{shard}: unexpected COPY line"))?;
-                let turbine = std::str::from_utf8(&line[..tab]).map_err(|e| format!("{shard}: {e}"))?;
+                let tab = line
+                    .iter()
+                    .position(|&b| b == b'\t')
+                    .ok_or_else(|| format!("{shard}: unexpected COPY line"))?;
+                let turbine =
+                    std::str::from_utf8(&line[..tab]).map_err(|e| format!("{shard}: {e}"))?;
                 let ts: i64 = std::str::from_utf8(&line[tab + 1..])
                     .ok()
                     .and_then(|t| t.parse().ok())
@@ -120,13 +129,19 @@ pub async fn final_runs(shard: &str, url: &str) -> Result<Vec<ShardTurbineRuns>,
                 for t in ts {
                     b.push(t);
                 }
-                ShardTurbineRuns { shard: shard.into(), turbine, runs: b.finish() }
+                ShardTurbineRuns {
+                    shard: shard.into(),
+                    turbine,
+                    runs: b.finish(),
+                }
             })
             .collect();
         out.sort_by(|a, b| a.turbine.cmp(&b.turbine));
         Ok::<_, String>(out)
     };
-    tokio::time::timeout(Duration::from_secs(300), read).await.map_err(|_| format!("{shard}: reading the final state took over 300 s"))?
+    tokio::time::timeout(Duration::from_secs(300), read)
+        .await
+        .map_err(|_| format!("{shard}: reading the final state took over 300 s"))?
 }
 
 /// The whole audit and final state; a node that cannot be read is named in `missing`.

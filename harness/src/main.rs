@@ -1,6 +1,5 @@
 //! `chaos`: the command line. Flags are parsed once into validated options; exit codes 0 valid, 1 invalid, 2 unknown, 3 the harness failed.
 
-
 use chaos_checkers::Validity;
 use chaos_harness::{backend, bench, check, run, scenario, up};
 use clap::{Parser, Subcommand, ValueEnum};
@@ -201,9 +200,12 @@ async fn main_inner(cli: Cli) -> anyhow::Result<u8> {
         }
         Command::Proxy { listen } => {
             eprintln!("chaos proxy: Toxiproxy API on http://{listen} (Ctrl-C to stop)");
+            let mut term =
+                tokio::signal::unix::signal(tokio::signal::unix::SignalKind::terminate())?;
             tokio::select! {
                 r = chaos_proxy::serve_forever(listen) => r?,
                 _ = tokio::signal::ctrl_c() => {}
+                _ = term.recv() => {}
             }
             Ok(0)
         }
@@ -218,10 +220,16 @@ async fn main() -> ExitCode {
     // stopped by its owner's Drop before the process exits.
     let mut term = tokio::signal::unix::signal(tokio::signal::unix::SignalKind::terminate())
         .expect("install SIGTERM handler");
-    let result = tokio::select! {
+    // `chaos up` and `chaos proxy` end on Ctrl-C/SIGTERM by design, and stop what they hold themselves.
+    let holds_until_signal = matches!(cli.command, Command::Up(_) | Command::Proxy { .. });
+    let result = if holds_until_signal {
+        main_inner(cli).await
+    } else {
+        tokio::select! {
         r = main_inner(cli) => r,
         _ = tokio::signal::ctrl_c() => Err(anyhow::anyhow!("interrupted: stopped every server and mover this run started")),
         _ = term.recv() => Err(anyhow::anyhow!("terminated: stopped every server and mover this run started")),
+        }
     };
     match result {
         Ok(code) => ExitCode::from(code),

@@ -340,7 +340,7 @@ pub fn server_settings(port: u16, listen: &str) -> Vec<String> {
         "unix_socket_directories=".into(),
         "track_commit_timestamp=on".into(),
         "fsync=off".into(),
-        "synchronous_commit=off".into(),
+        "synchronous_commit=on".into(), // with fsync off a commit still reaches the kernel before it is acknowledged, so a crash stop loses nothing acknowledged
         "full_page_writes=off".into(),
         "shared_buffers=64MB".into(),
         "max_connections=100".into(),

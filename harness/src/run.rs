@@ -336,6 +336,8 @@ pub async fn run(opts: &RunOptions) -> anyhow::Result<RunOutcome> {
         .collect();
 
     // The scenario clock starts now.
+    // Docker movers start before the clock and wait at a gate: a container takes ~1 s to start.
+    cluster.prepare_movers(&specs).await?;
     let cluster = Arc::new(tokio::sync::Mutex::new(cluster));
     let t0 = Instant::now();
     let start_unix_ns = SystemTime::now().duration_since(UNIX_EPOCH)?.as_nanos() as i64;

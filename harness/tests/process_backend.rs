@@ -14,11 +14,21 @@ fn spec(name: &str, nodes: &[&str]) -> (ClusterSpec, std::path::PathBuf) {
     std::env::set_var("CHAOS_DATA_DIR", dir.join("data"));
     let logs = dir.join("logs");
     std::fs::create_dir_all(&logs).unwrap();
-    (ClusterSpec { nodes: nodes.iter().map(|s| s.to_string()).collect(), links: vec![], log_dir: logs, run_id: name.into() }, dir)
+    (
+        ClusterSpec {
+            nodes: nodes.iter().map(|s| s.to_string()).collect(),
+            links: vec![],
+            log_dir: logs,
+            run_id: name.into(),
+        },
+        dir,
+    )
 }
 
 async fn query_i64(url: &str, sql: &str) -> i64 {
-    let c = chaos_harness::db::connect(url, "test", Duration::from_secs(10)).await.unwrap();
+    let c = chaos_harness::db::connect(url, "test", Duration::from_secs(10))
+        .await
+        .unwrap();
     c.query_one(sql, &[]).await.unwrap().get(0)
 }
 
@@ -27,20 +37,38 @@ async fn nodes_start_restart_and_crash_with_their_data_kept() {
     let (spec, dir) = spec("restart", &["routing", "shard1"]);
     let mut cluster = ProcessCluster::start(&spec).await.expect("cluster starts");
     let url = cluster.admin_url("shard1");
-    let c = chaos_harness::db::connect(&url, "test", Duration::from_secs(10)).await.unwrap();
-    c.batch_execute("create table kept (n int); insert into kept select generate_series(1, 1000)").await.unwrap();
+    let c = chaos_harness::db::connect(&url, "test", Duration::from_secs(10))
+        .await
+        .unwrap();
+    c.batch_execute("create table kept (n int); insert into kept select generate_series(1, 1000)")
+        .await
+        .unwrap();
     drop(c);
-    assert!(track_commit_timestamp_on(&url).await, "the audit needs track_commit_timestamp");
+    assert!(
+        track_commit_timestamp_on(&url).await,
+        "the audit needs track_commit_timestamp"
+    );
 
     cluster.stop_node("shard1", StopMode::Fast).await.unwrap();
     let refused = chaos_harness::db::connect(&url, "test", Duration::from_millis(500)).await;
     assert!(refused.is_err(), "a stopped node must refuse connections");
     cluster.start_node("shard1").await.unwrap();
-    assert_eq!(query_i64(&url, "select count(*) from kept").await, 1000, "data kept across stop/start");
+    assert_eq!(
+        query_i64(&url, "select count(*) from kept").await,
+        1000,
+        "data kept across stop/start"
+    );
 
-    cluster.stop_node("shard1", StopMode::Immediate).await.unwrap();
+    cluster
+        .stop_node("shard1", StopMode::Immediate)
+        .await
+        .unwrap();
     cluster.start_node("shard1").await.unwrap();
-    assert_eq!(query_i64(&url, "select count(*) from kept").await, 1000, "data kept across a crash and recovery");
+    assert_eq!(
+        query_i64(&url, "select count(*) from kept").await,
+        1000,
+        "data kept across a crash and recovery"
+    );
 
     let data = dir.join("data").display().to_string();
     cluster.stop_all().await;
@@ -48,8 +76,14 @@ async fn nodes_start_restart_and_crash_with_their_data_kept() {
 }
 
 async fn track_commit_timestamp_on(url: &str) -> bool {
-    let c = chaos_harness::db::connect(url, "test", Duration::from_secs(10)).await.unwrap();
-    let v: String = c.query_one("show track_commit_timestamp", &[]).await.unwrap().get(0);
+    let c = chaos_harness::db::connect(url, "test", Duration::from_secs(10))
+        .await
+        .unwrap();
+    let v: String = c
+        .query_one("show track_commit_timestamp", &[])
+        .await
+        .unwrap()
+        .get(0);
     v == "on"
 }
 
@@ -66,7 +100,11 @@ fn a_panic_mid_run_leaves_no_server_behind() {
         .output()
         .unwrap();
     assert!(!out.status.success(), "the planted panic must fail the run");
-    assert!(String::from_utf8_lossy(&out.stderr).contains("planted panic"), "{}", String::from_utf8_lossy(&out.stderr));
+    assert!(
+        String::from_utf8_lossy(&out.stderr).contains("planted panic"),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
     assert_none_left(&data.display().to_string(), 10);
 }
 
@@ -93,13 +131,23 @@ fn sigint_mid_run_stops_every_server_and_mover() {
         if line.starts_with('[') && line.contains("moved") {
             break;
         }
-        assert!(began.elapsed() < Duration::from_secs(120), "no progress line within 120 s");
+        assert!(
+            began.elapsed() < Duration::from_secs(120),
+            "no progress line within 120 s"
+        );
     }
-    assert!(!processes_mentioning(&data.display().to_string()).is_empty(), "servers should be running mid-run");
+    assert!(
+        !processes_mentioning(&data.display().to_string()).is_empty(),
+        "servers should be running mid-run"
+    );
     unsafe { libc::kill(child.id() as i32, libc::SIGINT) };
     let rest: Vec<String> = lines.map_while(Result::ok).collect();
     let status = child.wait().unwrap();
-    assert_eq!(status.code(), Some(3), "an interrupted run exits 3; stderr: {rest:?}");
+    assert_eq!(
+        status.code(),
+        Some(3),
+        "an interrupted run exits 3; stderr: {rest:?}"
+    );
     assert!(rest.iter().any(|l| l.contains("interrupted")), "{rest:?}");
     // Servers name the data dir; movers carry it in their inherited environment.
     assert_none_left(&data.display().to_string(), 10);
@@ -122,18 +170,41 @@ fn up_then_down() {
     let mut lines = BufReader::new(up.stdout.take().unwrap()).lines();
     let mut printed = Vec::new();
     loop {
-        let line = lines.next().expect("chaos up prints until it is ready").unwrap();
+        let line = lines
+            .next()
+            .expect("chaos up prints until it is ready")
+            .unwrap();
         printed.push(line.clone());
         if line.contains("running until") {
             break;
         }
     }
-    assert!(printed.iter().any(|l| l.starts_with("routing") && l.contains("postgres://")), "{printed:?}");
-    assert!(printed.iter().any(|l| l.starts_with("box-2->shard1")), "{printed:?}");
-    assert_eq!(processes_mentioning(&data.display().to_string()).len() >= 4, true, "4 servers up");
-    let down = Command::new(chaos()).arg("down").env("CHAOS_STATE_FILE", &state).output().unwrap();
+    assert!(
+        printed
+            .iter()
+            .any(|l| l.starts_with("routing") && l.contains("postgres://")),
+        "{printed:?}"
+    );
+    assert!(
+        printed.iter().any(|l| l.starts_with("box-2->shard1")),
+        "{printed:?}"
+    );
+    assert_eq!(
+        processes_mentioning(&data.display().to_string()).len() >= 4,
+        true,
+        "4 servers up"
+    );
+    let down = Command::new(chaos())
+        .arg("down")
+        .env("CHAOS_STATE_FILE", &state)
+        .output()
+        .unwrap();
     assert!(down.status.success());
-    assert!(String::from_utf8_lossy(&down.stdout).contains("stopped the cluster"), "{}", String::from_utf8_lossy(&down.stdout));
+    assert!(
+        String::from_utf8_lossy(&down.stdout).contains("stopped the cluster"),
+        "{}",
+        String::from_utf8_lossy(&down.stdout)
+    );
     assert_eq!(up.wait().unwrap().code(), Some(0));
     assert_none_left(&data.display().to_string(), 10);
 }
@@ -153,11 +224,22 @@ fn a_bad_scenario_file_is_refused_before_anything_starts() {
     for (file, text, needle) in cases {
         let path = dir.join(file);
         std::fs::write(&path, text).unwrap();
-        let out = run_chaos(&["run", path.to_str().unwrap()], &data, &dir.join("results"));
+        let out = run_chaos(
+            &["run", path.to_str().unwrap()],
+            &data,
+            &dir.join("results"),
+        );
         let stderr = String::from_utf8_lossy(&out.stderr);
         assert_eq!(out.status.code(), Some(3), "{file}: {stderr}");
-        assert_eq!(stderr.trim().lines().count(), 1, "{file}: one line, got: {stderr}");
-        assert!(stderr.contains(file) && stderr.contains(needle), "{file}: names the file and '{needle}': {stderr}");
+        assert_eq!(
+            stderr.trim().lines().count(),
+            1,
+            "{file}: one line, got: {stderr}"
+        );
+        assert!(
+            stderr.contains(file) && stderr.contains(needle),
+            "{file}: names the file and '{needle}': {stderr}"
+        );
         assert!(!data.exists(), "{file}: nothing may start");
     }
     let missing = run_chaos(&["run", "no-such-scenario"], &data, &dir.join("results"));

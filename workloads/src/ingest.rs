@@ -98,7 +98,10 @@ pub async fn run_shard(
                 history.record("ingest", OpType::Ok, "ingest", value);
                 stats.ok += 1;
             }
-            Ok(Err(e)) if e.as_db_error().is_some() || !e.is_closed() && e.to_string().starts_with("error serializing") => {
+            Ok(Err(e))
+                if e.as_db_error().is_some()
+                    || !e.is_closed() && e.to_string().starts_with("error serializing") =>
+            {
                 // The server answered with an error, or the statement was never
                 // sent (a parameter did not serialize): it did not commit.
                 history.record(

@@ -1171,13 +1171,11 @@ mod tests {
             .await
             .unwrap();
         drop(db);
-        c.stop_node("shard1", StopMode::Immediate)
-            .await
-            .expect("stop");
+        c.stop_node("shard1", StopMode::Fast).await.expect("stop");
         assert!(!crate::db::ping(&url).await, "a stopped node refuses");
         let took = c.start_node("shard1").await.expect("start");
         println!(
-            "shard1 restarted after a crash in {:.2} s",
+            "shard1 restarted after a fast stop in {:.2} s",
             took.as_secs_f64()
         );
         let db = crate::db::connect(&url, "test", Duration::from_secs(5))
@@ -1186,6 +1184,17 @@ mod tests {
         let row = db.query_one("select x from kept", &[]).await.unwrap();
         assert_eq!(row.get::<_, i32>(0), 7, "the data survived the stop");
         drop(db);
+        // A crash (SIGQUIT) and recovery. Not a durability check: with synchronous_commit=off
+        // (pg::server_settings) the last ~200 ms of commits may be lost, on both backends.
+        c.stop_node("shard1", StopMode::Immediate)
+            .await
+            .expect("crash");
+        let took = c.start_node("shard1").await.expect("start after crash");
+        println!(
+            "shard1 restarted after a crash in {:.2} s",
+            took.as_secs_f64()
+        );
+        assert!(crate::db::ping(&url).await);
         assert_eq!(
             c.client_addr("ingest->shard1", "0.0.0.0:20000", false),
             format!("{}:20000", c.proxy_name)

@@ -157,6 +157,14 @@ impl Cluster {
         }
     }
 
+    /// Start the movers' containers before the scenario clock (docker); nothing to do for processes.
+    pub async fn prepare_movers(&self, specs: &[MoverSpec]) -> anyhow::Result<()> {
+        match self {
+            Cluster::Process(_) => Ok(()),
+            Cluster::Docker(c) => c.prepare_movers(specs).await,
+        }
+    }
+
     /// How movers are started on this backend.
     pub fn launcher(&self) -> Launcher {
         match self {

@@ -4,11 +4,11 @@ use super::table::Row;
 use std::fmt::Write;
 
 const W: f64 = 760.0;
-const H: f64 = 420.0;
+const H: f64 = 440.0;
 const LEFT: f64 = 70.0;
 const RIGHT: f64 = 80.0;
 const TOP: f64 = 50.0;
-const BOTTOM: f64 = 70.0;
+const BOTTOM: f64 = 80.0;
 
 fn esc(s: &str) -> String {
     s.replace('&', "&amp;")
@@ -118,7 +118,7 @@ pub fn plot(rows: &[Row], scenario: &str, p999_ms: f64) -> String {
         s,
         r##"<text x="{}" y="{}" text-anchor="middle">lease duration (scenario time, log scale)</text>"##,
         (x0 + x1) / 2.0,
-        H - 30.0
+        y1 + 34.0
     );
     let _ = writeln!(
         s,
@@ -145,9 +145,10 @@ pub fn plot(rows: &[Row], scenario: &str, p999_ms: f64) -> String {
     let mut fencings: Vec<String> = rows.iter().map(|r| r.fencing.clone()).collect();
     fencings.sort();
     fencings.dedup();
-    let mut legend_y = H - 12.0;
-    let mut legend_x = LEFT;
     for (fi, fencing) in fencings.iter().enumerate() {
+        // One legend row per fencing setting, under the axis title.
+        let legend_y = y1 + 54.0 + 16.0 * fi as f64;
+        let mut legend_x = LEFT;
         let mut mine: Vec<&Row> = rows.iter().filter(|r| &r.fencing == fencing).collect();
         mine.sort_by(|a, b| a.lease_s.total_cmp(&b.lease_s));
         let dash = if fi == 0 {
@@ -193,11 +194,7 @@ pub fn plot(rows: &[Row], scenario: &str, p999_ms: f64) -> String {
                 legend_y - 4.0,
                 legend_x + 30.0
             );
-            legend_x += 175.0;
-            if legend_x > W - 170.0 {
-                legend_x = LEFT;
-                legend_y -= 0.0;
-            }
+            legend_x += 220.0;
         }
     }
     s.push_str("</svg>\n");

@@ -44,14 +44,20 @@ pub fn run_chaos(args: &[&str], data_dir: &Path, results: &Path) -> Output {
 pub fn processes_mentioning(needle: &str) -> Vec<(u32, String)> {
     let mut out = Vec::new();
     for e in std::fs::read_dir("/proc").unwrap().flatten() {
-        let Some(pid) = e.file_name().to_str().and_then(|s| s.parse::<u32>().ok()) else { continue };
+        let Some(pid) = e.file_name().to_str().and_then(|s| s.parse::<u32>().ok()) else {
+            continue;
+        };
         if pid == std::process::id() {
             continue;
         }
-        let Ok(cmd) = std::fs::read(e.path().join("cmdline")) else { continue };
+        let Ok(cmd) = std::fs::read(e.path().join("cmdline")) else {
+            continue;
+        };
         let cmd = String::from_utf8_lossy(&cmd).replace('\0', " ");
         // Movers inherit the harness's environment (CHAOS_DATA_DIR), servers name their data dir.
-        let env = std::fs::read(e.path().join("environ")).map(|b| String::from_utf8_lossy(&b).into_owned()).unwrap_or_default();
+        let env = std::fs::read(e.path().join("environ"))
+            .map(|b| String::from_utf8_lossy(&b).into_owned())
+            .unwrap_or_default();
         if cmd.contains(needle) || env.contains(needle) {
             // A zombie has an empty cmdline; a live one names itself.
             out.push((pid, cmd));
@@ -77,11 +83,18 @@ pub fn assert_none_left(needle: &str, secs: u64) {
 
 /// The newest run directory under `results/<scenario>/`.
 pub fn latest_run(results: &Path, scenario: &str) -> PathBuf {
-    let mut runs: Vec<PathBuf> = std::fs::read_dir(results.join(scenario)).unwrap().flatten().map(|e| e.path()).collect();
+    let mut runs: Vec<PathBuf> = std::fs::read_dir(results.join(scenario))
+        .unwrap()
+        .flatten()
+        .map(|e| e.path())
+        .collect();
     runs.sort();
     runs.pop().expect("a run directory")
 }
 
 pub fn read_json(path: &Path) -> serde_json::Value {
-    serde_json::from_str(&std::fs::read_to_string(path).unwrap_or_else(|e| panic!("{}: {e}", path.display()))).unwrap()
+    serde_json::from_str(
+        &std::fs::read_to_string(path).unwrap_or_else(|e| panic!("{}: {e}", path.display())),
+    )
+    .unwrap()
 }
