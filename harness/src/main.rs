@@ -1,6 +1,7 @@
 //! `chaos`: the command line. Flags are parsed once into validated options; exit codes 0 valid, 1 invalid, 2 unknown, 3 the harness failed.
 
 use chaos_checkers::Validity;
+use chaos_harness::sweep::parse_duration_s;
 use chaos_harness::{backend, bench, check, run, scenario, up};
 use clap::{Parser, Subcommand, ValueEnum};
 use std::path::PathBuf;
@@ -116,30 +117,6 @@ enum Command {
     },
     /// Measure the harness: cluster start/stop, proxy overhead, checker throughput.
     Bench(bench::BenchArgs),
-}
-
-/// `60s`, `5s`, `1m`, `500ms`, `2` (seconds) -> seconds.
-fn parse_duration_s(text: &str) -> Result<f64, String> {
-    let t = text.trim();
-    let (num, mult) = if let Some(n) = t.strip_suffix("ms") {
-        (n, 0.001)
-    } else if let Some(n) = t.strip_suffix('s') {
-        (n, 1.0)
-    } else if let Some(n) = t.strip_suffix('m') {
-        (n, 60.0)
-    } else if let Some(n) = t.strip_suffix('h') {
-        (n, 3600.0)
-    } else {
-        (t, 1.0)
-    };
-    let v: f64 = num
-        .trim()
-        .parse()
-        .map_err(|_| format!("'{text}' is not a duration like 60s, 500ms or 1m"))?;
-    if !(v > 0.0) {
-        return Err(format!("'{text}' must be above zero"));
-    }
-    Ok(v * mult)
 }
 
 fn run_options(a: &RunArgs) -> run::RunOptions {
