@@ -93,13 +93,47 @@ fn shard(i: usize) -> String {
 /// turbines, each seeded with a year of 2 s readings; box 2 moves the
 /// planned turbines under token 17 until its lease lapses, box 3 takes
 /// over with token 18, and box 2's late tidy-up deletes one turbine.
-struct Synthetic {
-    meta: RunMeta,
-    audit: Audit,
-    final_state: FinalState,
+///
+/// `chaos bench --what check` writes it out as a run directory.
+pub struct Synthetic {
+    pub meta: RunMeta,
+    pub audit: Audit,
+    pub final_state: FinalState,
     ticks: u64,
     /// Per shard, the ingest batch every tick writes (its `ts_ms` is rewritten per tick).
     batches: Vec<Op>,
+}
+
+impl Synthetic {
+    /// The run, its history about `events` events long.
+    pub fn new(events: u64) -> Synthetic {
+        synthesize(events)
+    }
+
+    /// Every history event in order (per tick and shard an ingest invoke and
+    /// its ok), built in place one at a time, never held; returns the count.
+    pub fn for_each_op(&mut self, mut each: impl FnMut(&mut Op)) -> u64 {
+        let start_ts = self
+            .meta
+            .clock
+            .reading_ts_ms(self.meta.clock.start_scenario_ms);
+        let mut index = 0u64;
+        for tick in 0..self.ticks {
+            let ts_ms = start_ts + tick as i64 * STEP_MS;
+            let time_ns = tick as i64 * STEP_MS / 1000 * SCALE_NS;
+            for op in self.batches.iter_mut() {
+                op.value["ts_ms"] = json!(ts_ms);
+                op.time_ns = time_ns;
+                for kind in [OpType::Invoke, OpType::Ok] {
+                    op.kind = kind;
+                    op.index = index;
+                    index += 1;
+                    each(op);
+                }
+            }
+        }
+        index
+    }
 }
 
 fn synthesize(events: u64) -> Synthetic {
@@ -311,10 +345,6 @@ fn synthesize(events: u64) -> Synthetic {
 /// and peak memory. The events are generated as they are folded, never held.
 pub fn bench_synthetic(events: u64) -> BenchFigures {
     let mut syn = synthesize(events);
-    let start_ts = syn
-        .meta
-        .clock
-        .reading_ts_ms(syn.meta.clock.start_scenario_ms);
 
     // The `chaos check DIR` path decodes each line first: measure that on a sample.
     let mut sample_op = syn.batches[0].clone();
@@ -341,21 +371,7 @@ pub fn bench_synthetic(events: u64) -> BenchFigures {
 
     let started = Instant::now();
     let mut fold = HistoryFold::new(&syn.meta);
-    let mut index = 0u64;
-    for tick in 0..syn.ticks {
-        let ts_ms = start_ts + tick as i64 * STEP_MS;
-        let time_ns = tick as i64 * STEP_MS / 1000 * SCALE_NS;
-        for op in syn.batches.iter_mut() {
-            op.value["ts_ms"] = json!(ts_ms);
-            op.time_ns = time_ns;
-            for kind in [OpType::Invoke, OpType::Ok] {
-                op.kind = kind;
-                op.index = index;
-                index += 1;
-                fold.observe(op);
-            }
-        }
-    }
+    let index = syn.for_each_op(|op| fold.observe(op));
     let verdict = fold.finish(&syn.meta, Some(&syn.audit), Some(&syn.final_state));
     let check_s = started.elapsed().as_secs_f64();
 

@@ -109,7 +109,9 @@ impl HistoryFold {
             process: &op.process,
             f: &op.f,
             time_ns: op.time_ns,
-            reason: if ingest { None } else { str_of("reason") },
+            // Read whatever `f` says, as `observe_line` does: a refusal is a
+            // `fail` with `reason: "fenced"` from any process but the ingest.
+            reason: str_of("reason"),
             token: int_of("token"),
             shard_token: int_of("shard_token"),
             shard: str_of("shard"),
@@ -324,6 +326,28 @@ struct ValueView<'a> {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    /// `observe` and `observe_line` fold the same line the same way, even a
+    /// process other than the ingest that names its operation `ingest`.
+    #[test]
+    fn observe_and_observe_line_agree_on_a_fenced_fail_named_ingest() {
+        let meta: RunMeta = serde_json::from_value(serde_json::json!({
+            "scenario": "t", "seed": 0,
+            "clock": {"start_unix_ns": 0, "start_scenario_ms": 0, "real_ns_per_scenario_s": 10_000_000, "scenario_day_unix_ms": 0},
+            "job": "j", "shards": ["shard1"], "owners": {}, "plan": [], "seeded": [],
+            "lease_ms": 1000, "copy_ms": 1000, "strict_duplicates": false, "mover": {},
+            "end_scenario_ms": 0, "completed": true, "incomplete_reason": null
+        }))
+        .expect("a minimal run");
+        let line = r#"{"index":0,"time_ns":5,"scenario_time":"00:00:00.0","process":"box-1","type":"fail","f":"ingest","value":{"reason":"fenced","token":3,"shard_token":4,"shard":"shard1"}}"#;
+        let op: Op = serde_json::from_str(line).unwrap();
+        let mut by_op = HistoryFold::new(&meta);
+        by_op.observe(&op);
+        let mut by_line = HistoryFold::new(&meta);
+        by_line.observe_line(line).unwrap();
+        assert_eq!(by_op.refusals, by_line.refusals);
+        assert_eq!(by_op.refusals.len(), 1);
+    }
 
     #[test]
     fn ingest_lines_decode_borrowed_without_the_general_road() {

@@ -22,7 +22,7 @@ mod times;
 mod verdict;
 mod writes;
 
-pub use bench::{bench_synthetic, BenchFigures};
+pub use bench::{bench_synthetic, BenchFigures, Synthetic};
 pub use fold::{HistoryFold, Refusal};
 pub use stats::{GrantStat, Stats};
 pub use verdict::{Anomaly, AnomalyClass, Severity, Validity, Verdict};

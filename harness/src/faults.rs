@@ -71,15 +71,15 @@ impl Nemesis {
 
     /// Apply every operation due at or before the scenario start (before the movers start).
     pub async fn apply_initial(self: &Arc<Self>, schedule: &Schedule) -> usize {
-        let mut n = 0;
-        for op in schedule
+        // Together, not one after another: the movers start when these are in place.
+        let first: Vec<_> = schedule
             .ops
             .iter()
-            .filter(|o| o.at_ms <= self.scenario.start_ms)
-        {
-            self.apply_recorded(op, self.t0).await;
-            n += 1;
-        }
+            .take_while(|o| o.at_ms <= self.scenario.start_ms)
+            .map(|op| self.apply_recorded(op, self.t0))
+            .collect();
+        let n = first.len();
+        futures_util::future::join_all(first).await;
         n
     }
 

@@ -23,6 +23,8 @@ impl RunDir {
         std::fs::create_dir_all(&logs).map_err(|e| {
             anyhow::anyhow!("cannot create the run directory {}: {e}", logs.display())
         })?;
+        // Absolute: containers bind-mount it, and movers find their gates and clock files in it.
+        let logs = std::path::absolute(&logs).unwrap_or(logs);
         let latest = root.join("latest");
         let _ = std::fs::remove_file(&latest);
         let rel = path.strip_prefix(root).unwrap_or(&path).to_path_buf();

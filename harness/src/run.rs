@@ -335,9 +335,11 @@ pub async fn run(opts: &RunOptions) -> anyhow::Result<RunOutcome> {
         })
         .collect();
 
-    // The scenario clock starts now.
-    // Docker movers start before the clock and wait at a gate: a container takes ~1 s to start.
+    // Movers start before the clock and wait at their gates, connected (a container takes
+    // about 1 s to start, a process tens of ms to connect to four databases); then the
+    // scenario clock starts and the gates open.
     cluster.prepare_movers(&specs).await?;
+    links.warm_up().await;
     let cluster = Arc::new(tokio::sync::Mutex::new(cluster));
     let t0 = Instant::now();
     let start_unix_ns = SystemTime::now().duration_since(UNIX_EPOCH)?.as_nanos() as i64;

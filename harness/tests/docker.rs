@@ -91,53 +91,6 @@ fn labelled(kind: &[&str]) -> Vec<String> {
     text.split_whitespace().map(str::to_string).collect()
 }
 
-/// The single run directory under `results/april/`.
-fn run_dir(results: &Path) -> PathBuf {
-    let dirs: Vec<PathBuf> = std::fs::read_dir(results.join("april"))
-        .expect("results/april exists")
-        .filter_map(|e| e.ok().map(|e| e.path()))
-        .filter(|p| p.is_dir())
-        .collect();
-    assert_eq!(dirs.len(), 1, "one run directory: {dirs:?}");
-    dirs[0].clone()
-}
-
-fn read_json(path: &Path) -> serde_json::Value {
-    let text =
-        std::fs::read_to_string(path).unwrap_or_else(|e| panic!("read {}: {e}", path.display()));
-    serde_json::from_str(&text).unwrap_or_else(|e| panic!("parse {}: {e}", path.display()))
-}
-
-fn april(extra: &[&str], expect: &str) -> (PathBuf, serde_json::Value, String) {
-    let results = tempdir("april");
-    let mut cmd = Command::new(CHAOS);
-    cmd.current_dir(repo())
-        .args(["run", "april", "--backend", "docker", "--expect", expect])
-        .args(extra)
-        .arg("--results")
-        .arg(&results);
-    let began = Instant::now();
-    let (code, text) = run_limited(&mut cmd, RUN_LIMIT);
-    println!(
-        "chaos run april --backend docker {extra:?}: exit {code:?} in {:.1} s\n{}",
-        began.elapsed().as_secs_f64(),
-        tail(&text, 40)
-    );
-    let dir = run_dir(&results);
-    let verdict = read_json(&dir.join("verdict.json"));
-    assert_eq!(
-        code,
-        Some(0),
-        "--expect {expect} did not hold (exit {code:?}); verdict {}",
-        verdict["valid"]
-    );
-    assert!(
-        labelled(&["ps", "-a"]).is_empty(),
-        "the run left containers behind"
-    );
-    (dir, verdict, text)
-}
-
 fn tail(text: &str, lines: usize) -> String {
     let all: Vec<&str> = text.lines().collect();
     all[all.len().saturating_sub(lines)..].join("\n")
@@ -153,17 +106,10 @@ fn tempdir(what: &str) -> PathBuf {
     d
 }
 
-fn anomaly<'a>(verdict: &'a serde_json::Value, class: &str) -> Option<&'a serde_json::Value> {
-    verdict["anomalies"]
-        .as_array()?
-        .iter()
-        .find(|a| a["class"] == class)
-}
-
-// The April figures on docker (one turbine lost, 34 s vacancy; fenced valid)
-// are not met yet: mover containers start ~1 s late each and fault landing
-// lags by seconds on a loaded machine. The runs work end to end; asserting
-// the figures is the open part of the docker issue (see the closing note).
+// April on docker with the process backend's figures (support/figures.rs) is not in the
+// suite yet: on this machine, under other builds, the docker runs drifted further than the
+// figures allow (85 turbines before the outage). Run it by hand:
+//   target/release/chaos run april --backend docker --expect invalid
 
 #[test]
 fn down_all_removes_what_a_killed_harness_left() {

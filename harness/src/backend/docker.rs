@@ -9,6 +9,7 @@
 
 pub mod engine;
 
+use super::gate::{self, Gate};
 use super::{
     ClusterSpec, MoverProgram, MoverSpec, MoverStdout, StopMode, DOCKER_LABEL, START_TIMEOUT,
     STOP_TIMEOUT,
@@ -41,6 +42,8 @@ const FIRST_LINK_PORT: u16 = 20000;
 const BIN_MOUNT: &str = "/opt/chaos/bin";
 /// Where the reference mover's folder is mounted.
 const MOVER_MOUNT: &str = "/opt/chaos/mover";
+/// How long `prepare_movers` waits for a mover container to reach its start gate.
+const PREPARE_WAIT: Duration = Duration::from_secs(20);
 /// Cap on a container log copied into the run's logs folder.
 const LOG_COPY_LIMIT_BYTES: usize = 64 << 20;
 
@@ -298,7 +301,7 @@ struct MoverShared {
 struct Prepared {
     mover: DockerMover,
     stdout: MoverStdout,
-    gate: PathBuf,
+    gate: Gate,
 }
 
 impl DockerCluster {
@@ -805,27 +808,24 @@ impl DockerLauncher {
             .remove(&spec.box_name);
         match prepared {
             Some(p) => {
-                open_gate(&p.gate, &spec.box_name).await?;
+                p.gate
+                    .release(&spec.box_name, START_TIMEOUT, || false)
+                    .await?;
                 Ok((p.mover, p.stdout))
             }
             None => self.start(spec, None).await,
         }
     }
 
-    /// Start a box's container held at a gate (see `DockerCluster::prepare_movers`).
+    /// Start a box's container held at a gate (see `DockerCluster::prepare_movers`) and wait
+    /// until it waits there: the reference mover after connecting to its databases, a user's
+    /// command in the shell before it.
     async fn prepare(&self, spec: &MoverSpec) -> anyhow::Result<()> {
-        let gate = self.inner.log_dir.join(format!(".{}.gate", spec.box_name));
-        let _ = std::fs::remove_file(&gate);
-        let c = std::ffi::CString::new(gate.display().to_string())?;
-        // SAFETY: a valid NUL-terminated path; mkfifo only creates a file.
-        if unsafe { libc::mkfifo(c.as_ptr(), 0o600) } != 0 {
-            anyhow::bail!(
-                "mkfifo {}: {}",
-                gate.display(),
-                std::io::Error::last_os_error()
-            );
-        }
-        let (mover, stdout) = self.start(spec, Some(&gate)).await?;
+        let mut gate = Gate::create(&self.inner.log_dir, &spec.box_name)?;
+        let (mover, stdout) = self.start(spec, Some(gate.path())).await?;
+        // A container's exit is not cheap to poll; a mover that never comes is released
+        // (and reported) at `spawn`.
+        let _ = gate.wait_reader(PREPARE_WAIT, || false).await;
         self.inner.shared.prepared.lock().unwrap().insert(
             spec.box_name.clone(),
             Prepared {
@@ -876,19 +876,21 @@ impl DockerLauncher {
             }
         };
         if let Some(gate) = gate {
-            // The shell waits for one line on the gate, then `exec`s the mover command in its
-            // place: from then on the mover is the container's main process, as without a gate.
-            let mut cmd = vec![
-                "/bin/sh".to_string(),
-                "-c".into(),
-                r#"read go < "$CHAOS_GATE" && exec "$@""#.into(),
-                "chaos-gate".into(),
-            ];
-            let inner: Vec<String> = req.cmd().map(|c| c.into_owned()).collect();
-            cmd.extend(inner);
-            req = req
-                .with_cmd(cmd)
-                .with_env_var("CHAOS_GATE", gate.display().to_string());
+            // The reference mover reads the gate itself once connected. A user's command is
+            // held by a shell that reads it, then `exec`s the command in its place: from then on
+            // the mover is the container's main process, as without a gate.
+            if let MoverProgram::Shell(_) = &spec.program {
+                let mut cmd = vec![
+                    "/bin/sh".to_string(),
+                    "-c".into(),
+                    gate::SHELL_HOLD.into(),
+                    "chaos-gate".into(),
+                ];
+                let inner: Vec<String> = req.cmd().map(|c| c.into_owned()).collect();
+                cmd.extend(inner);
+                req = req.with_cmd(cmd);
+            }
+            req = req.with_env_var(gate::GATE_VAR, gate.display().to_string());
         }
         for (k, v) in &spec.env {
             req = req.with_env_var(k, v);
@@ -929,34 +931,6 @@ impl DockerLauncher {
             },
             stdout,
         ))
-    }
-}
-
-/// Let a prepared mover go: one line into its gate (whose reader, the container's shell, is
-/// already waiting, or about to), bounded.
-async fn open_gate(gate: &Path, box_name: &str) -> anyhow::Result<()> {
-    use std::io::Write;
-    use std::os::unix::fs::OpenOptionsExt;
-    let began = Instant::now();
-    loop {
-        // Non-blocking: opening a fifo for writing fails (ENXIO) until its reader has it open.
-        match std::fs::OpenOptions::new()
-            .write(true)
-            .custom_flags(libc::O_NONBLOCK)
-            .open(gate)
-        {
-            Ok(mut f) => {
-                f.write_all(b"go\n")
-                    .map_err(|e| anyhow::anyhow!("{box_name}: open its gate: {e}"))?;
-                let _ = std::fs::remove_file(gate);
-                return Ok(());
-            }
-            Err(e) if began.elapsed() > START_TIMEOUT => anyhow::bail!(
-                "{box_name}: its container never waited at the gate {} ({e}): see logs/{box_name}.log",
-                gate.display()
-            ),
-            Err(_) => tokio::time::sleep(Duration::from_millis(2)).await,
-        }
     }
 }
 

@@ -1,6 +1,7 @@
 //! Backends: where the databases, the proxy and the movers run. `process` (local binaries, the default) and `docker` (containers on a private network); both do everything, behind the `Cluster`, `Launcher` and `Mover` enums.
 
 pub mod docker;
+pub mod gate;
 pub mod process;
 
 use std::path::PathBuf;
@@ -157,10 +158,11 @@ impl Cluster {
         }
     }
 
-    /// Start the movers' containers before the scenario clock (docker); nothing to do for processes.
+    /// Start the movers before the scenario clock, each held at its start gate once connected
+    /// (`gate`), so that `spawn` at the clock's start only lets them go.
     pub async fn prepare_movers(&self, specs: &[MoverSpec]) -> anyhow::Result<()> {
         match self {
-            Cluster::Process(_) => Ok(()),
+            Cluster::Process(c) => c.launcher.prepare_all(specs).await,
             Cluster::Docker(c) => c.prepare_movers(specs).await,
         }
     }
@@ -168,7 +170,7 @@ impl Cluster {
     /// How movers are started on this backend.
     pub fn launcher(&self) -> Launcher {
         match self {
-            Cluster::Process(_) => Launcher::Process,
+            Cluster::Process(c) => Launcher::Process(c.launcher.clone()),
             Cluster::Docker(c) => Launcher::Docker(c.launcher()),
         }
     }
@@ -185,15 +187,15 @@ impl Cluster {
 /// Starts movers on a backend.
 #[derive(Clone)]
 pub enum Launcher {
-    Process,
+    Process(process::ProcessLauncher),
     Docker(docker::DockerLauncher),
 }
 
 impl Launcher {
     pub async fn spawn(&self, spec: &MoverSpec) -> anyhow::Result<(Mover, MoverStdout)> {
         match self {
-            Launcher::Process => {
-                let (m, out) = process::ProcessMover::spawn(spec)?;
+            Launcher::Process(l) => {
+                let (m, out) = l.spawn(spec).await?;
                 Ok((Mover::Process(m), Box::new(out)))
             }
             Launcher::Docker(l) => {

@@ -1,11 +1,13 @@
 //! The process backend: local Postgres servers on 127.0.0.1 from one cached template, movers as child processes in their own process groups.
 
+use super::gate::{self, Gate, Waited};
 use super::{ClusterSpec, MoverProgram, MoverSpec, StopMode, START_TIMEOUT, STOP_TIMEOUT};
 use crate::pg::{PgInstall, PgNode};
 use crate::procs;
-use std::collections::BTreeMap;
+use std::collections::{BTreeMap, HashMap};
 use std::path::PathBuf;
 use std::process::Stdio;
+use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
 use tokio::process::{Child, ChildStdout, Command};
 
@@ -16,6 +18,8 @@ pub struct ProcessCluster {
     data_root: PathBuf,
     /// Time to copy the template and start every node.
     pub start_time: Duration,
+    /// Starts the movers (and holds those prepared before the clock).
+    pub launcher: ProcessLauncher,
 }
 
 impl ProcessCluster {
@@ -39,6 +43,7 @@ impl ProcessCluster {
             nodes: BTreeMap::new(),
             data_root: data_root.clone(),
             start_time: Duration::ZERO,
+            launcher: ProcessLauncher::default(),
         };
         let creates = spec.nodes.iter().map(|name| {
             let install = install.clone();
@@ -137,6 +142,82 @@ impl Drop for ProcessCluster {
     }
 }
 
+/// Starts movers as child processes; movers prepared before the scenario clock wait at their
+/// start gate (`gate`) until `spawn` lets them go.
+#[derive(Clone, Default)]
+pub struct ProcessLauncher {
+    prepared: Arc<Mutex<HashMap<String, Prepared>>>,
+}
+
+/// A mover started ahead of the clock and (unless it exited) waiting at its gate.
+struct Prepared {
+    mover: ProcessMover,
+    stdout: ChildStdout,
+    gate: Gate,
+    waited: Waited,
+}
+
+/// How long a prepared mover may take to connect and reach its gate.
+const PREPARE_WAIT: Duration = Duration::from_secs(30);
+
+impl ProcessLauncher {
+    /// Start every mover now and wait until each waits at its gate (connected to its
+    /// databases) or has exited; a prepared mover never spawned is killed with the launcher.
+    pub async fn prepare_all(&self, specs: &[MoverSpec]) -> anyhow::Result<()> {
+        let mut started = Vec::new();
+        for spec in specs {
+            let dir = spec.log_path.parent().unwrap_or(std::path::Path::new("."));
+            let gate = Gate::create(dir, &spec.box_name)?;
+            let (mover, stdout) = ProcessMover::start(spec, Some(gate.path()))?;
+            started.push((spec.box_name.clone(), mover, stdout, gate));
+        }
+        let waits = started
+            .into_iter()
+            .map(|(name, mut mover, stdout, mut gate)| async move {
+                let waited = gate
+                    .wait_reader(PREPARE_WAIT, || {
+                        matches!(mover.child.try_wait(), Ok(Some(_)))
+                    })
+                    .await;
+                (
+                    name,
+                    Prepared {
+                        mover,
+                        stdout,
+                        gate,
+                        waited,
+                    },
+                )
+            });
+        let mut prepared = self.prepared.lock().unwrap();
+        for (name, p) in futures_util::future::join_all(waits).await {
+            prepared.insert(name, p);
+        }
+        Ok(())
+    }
+
+    /// The prepared mover let through its gate, or (a restart, a box not prepared) a new one.
+    pub async fn spawn(&self, spec: &MoverSpec) -> anyhow::Result<(ProcessMover, ChildStdout)> {
+        let prepared = self.prepared.lock().unwrap().remove(&spec.box_name);
+        match prepared {
+            Some(mut p) => {
+                let limit = match p.waited {
+                    Waited::TimedOut => Duration::ZERO,
+                    _ => PREPARE_WAIT,
+                };
+                let child = &mut p.mover.child;
+                p.gate
+                    .release(&spec.box_name, limit, || {
+                        matches!(child.try_wait(), Ok(Some(_)))
+                    })
+                    .await?;
+                Ok((p.mover, p.stdout))
+            }
+            None => ProcessMover::start(spec, None),
+        }
+    }
+}
+
 /// A mover running as a local child process, in its own process group.
 pub struct ProcessMover {
     child: Child,
@@ -144,19 +225,34 @@ pub struct ProcessMover {
 }
 
 impl ProcessMover {
-    /// Spawn the mover; its stdout (history lines) is handed back to the caller.
-    pub fn spawn(spec: &MoverSpec) -> anyhow::Result<(ProcessMover, ChildStdout)> {
-        let mut cmd = match &spec.program {
-            MoverProgram::Exec { program, args } => {
+    /// Start the mover; its stdout (history lines) is handed back to the caller. With a
+    /// `gate`, the reference mover waits there once connected; a user's command is held
+    /// before it starts by a shell reading the gate.
+    pub fn start(
+        spec: &MoverSpec,
+        gate: Option<&std::path::Path>,
+    ) -> anyhow::Result<(ProcessMover, ChildStdout)> {
+        let mut cmd = match (&spec.program, gate) {
+            (MoverProgram::Exec { program, args }, _) => {
                 let mut c = Command::new(program);
                 c.args(args);
                 c
             }
-            MoverProgram::Shell(line) => {
+            (MoverProgram::Shell(line), None) => {
                 let mut c = Command::new("/bin/sh");
                 c.arg("-c").arg(format!("exec {line}"));
                 c
             }
+            (MoverProgram::Shell(line), Some(_)) => {
+                let mut c = Command::new("/bin/sh");
+                c.args(["-c", gate::SHELL_HOLD, "chaos-gate", "/bin/sh", "-c"])
+                    .arg(format!("exec {line}"));
+                c
+            }
+        };
+        match gate {
+            Some(g) => cmd.env(gate::GATE_VAR, g),
+            None => cmd.env_remove(gate::GATE_VAR),
         };
         let log = std::fs::OpenOptions::new()
             .create(true)
@@ -174,7 +270,13 @@ impl ProcessMover {
             .spawn()
             .map_err(|e| anyhow::anyhow!("{}: cannot start the mover: {e}", spec.box_name))?;
         let stdout = child.stdout.take().expect("stdout is piped");
-        let pid = child.id().map(|p| p as i32).unwrap_or(-1);
+        // Never -1: signals go to -pid, and kill(-(-1)) would be PID 1.
+        let Some(pid) = child.id().map(|p| p as i32).filter(|p| *p > 1) else {
+            anyhow::bail!(
+                "{}: the mover exited before it could be watched",
+                spec.box_name
+            );
+        };
         Ok((ProcessMover { child, pid }, stdout))
     }
 

@@ -100,6 +100,9 @@ pub struct Env {
     pub poll_ms: u64,
     pub copy_ms: u64,
     pub batches: u32,
+    /// `CHAOS_GATE` (optional): a fifo to read one line from once connected, before the
+    /// first claim attempt, so every box starts with the harness's scenario clock.
+    pub gate: Option<std::path::PathBuf>,
 }
 
 /// Everything the mover runs on: env plus flags, with every default resolved.
@@ -170,6 +173,9 @@ impl Env {
             poll_ms,
             copy_ms,
             batches: batches as u32,
+            gate: get("CHAOS_GATE")
+                .filter(|v| !v.trim().is_empty())
+                .map(std::path::PathBuf::from),
         })
     }
 

@@ -1,9 +1,14 @@
 //! The copy's clock, as pure arithmetic on offsets from the mover's start, so 133 turbines do not drift.
 //!
 //! A job-level cursor says where the next turbine's copy would ideally
-//! begin. Each batch must not end before its slot ends; a batch that
-//! overruns (a latency fault) pushes the rest of the turbine back by the
-//! overrun instead of being caught up, so a slow link makes a slow copy.
+//! begin, and batch `i` of a copy may not end before `start + (i+1) x slot`.
+//! Lateness is caught up by sleeping less, up to a quarter of a copy: the
+//! work between two copies (renew, source delete, the next existence check),
+//! a batch that stalled while the machine was busy. A link slowed for the
+//! whole copy (a latency fault) makes every batch longer than its slot, so
+//! nothing is slept and the copy takes as long as its work: a slow link
+//! makes a slow copy, and the next turbine starts after it, not at the
+//! cursor.
 
 use std::time::Duration;
 
@@ -22,38 +27,37 @@ impl Pace {
         self.copy / self.batches.max(1)
     }
 
+    /// How late after the cursor a turbine may begin and still follow on from it:
+    /// a quarter of a copy. A longer gap (a minute of renewal retries, a slowed
+    /// delete) is not caught up: the next copy starts then and takes its full time.
+    pub fn follow_on(&self) -> Duration {
+        self.copy / 4
+    }
+
     /// When a turbine's copy starts: at the cursor when the turbine follows
-    /// on from the last one (the renew and delete in between took less than
-    /// a slot), else now (a skip walk, a retry, a new grant long ago).
+    /// on from the last copy (the renew and delete in between took less than
+    /// `follow_on`), else now (after a skip the cursor is None: a skip walk,
+    /// a retry, a new grant).
     pub fn turbine_start(&self, cursor: Option<Duration>, now: Duration) -> Duration {
         match cursor {
             Some(c) if now < c => c,
-            Some(c) if now - c < self.slot() => c,
+            Some(c) if now - c < self.follow_on() => c,
             _ => now,
         }
     }
 
-    /// The earliest batch `i` (0-based) may end: `start + shift + (i+1) x copy / batches`.
+    /// The earliest batch `i` (0-based) may end: `start + (i+1) x copy / batches`.
     /// Batches past the planned count (a keyset split made more) end with the copy.
     /// Computed from the start each time so integer division never accumulates.
-    pub fn batch_deadline(&self, start: Duration, shift: Duration, i: u32) -> Duration {
+    pub fn batch_deadline(&self, start: Duration, i: u32) -> Duration {
         let batches = self.batches.max(1);
         let k = (i + 1).min(batches);
-        start + shift + mul_div(self.copy, k, batches)
+        start + mul_div(self.copy, k, batches)
     }
 
-    /// The shift after a batch that ended at `end` against its `deadline`: an overrun is kept, never caught up.
-    pub fn shift_after(&self, shift: Duration, deadline: Duration, end: Duration) -> Duration {
-        if end > deadline {
-            shift + (end - deadline)
-        } else {
-            shift
-        }
-    }
-
-    /// The cursor after a copy: its ideal end, later by every overrun.
-    pub fn cursor_after(&self, start: Duration, shift: Duration) -> Duration {
-        start + shift + self.copy
+    /// The cursor after a copy that started at `start`: its ideal end, however late it really ended.
+    pub fn cursor_after(&self, start: Duration) -> Duration {
+        start + self.copy
     }
 }
 

@@ -80,7 +80,10 @@ enum Renewal {
     CarriedOn,
     /// Unreachable, and the policy says stop.
     Unreachable,
-    Lost,
+    /// Refused: another box holds the claim, with this token when the routing db said.
+    Lost {
+        holder_token: Option<i64>,
+    },
 }
 
 /// A read on a shard.
@@ -112,6 +115,28 @@ enum Wrote {
     Fenced { shard_token: Option<i64> },
     Expired(Duration),
     Failed(DbError),
+}
+
+/// Block until the harness writes a line into the gate fifo (or closes it).
+async fn wait_at_gate(gate: &std::path::Path) -> Result<(), String> {
+    let path = gate.to_path_buf();
+    tokio::task::spawn_blocking(move || {
+        use std::io::Read;
+        let mut f = std::fs::File::open(&path)
+            .map_err(|e| format!("CHAOS_GATE {}: {e}", path.display()))?;
+        let mut byte = [0u8; 1];
+        loop {
+            match f.read(&mut byte) {
+                Ok(0) => return Ok(()),
+                Ok(_) if byte[0] == b'\n' => return Ok(()),
+                Ok(_) => {}
+                Err(e) if e.kind() == std::io::ErrorKind::Interrupted => {}
+                Err(e) => return Err(format!("CHAOS_GATE {}: {e}", path.display())),
+            }
+        }
+    })
+    .await
+    .map_err(|e| format!("CHAOS_GATE: {e}"))?
 }
 
 /// Exponential back-off inside a deadline.
@@ -256,6 +281,12 @@ impl Mover {
         if let Err(msg) = self.connect_all().await {
             eprintln!("mover: {}: {msg}", self.s.env.box_name);
             return Exit::BadInput;
+        }
+        if let Some(gate) = self.s.env.gate.clone() {
+            if let Err(msg) = wait_at_gate(&gate).await {
+                eprintln!("mover: {}: {msg}", self.s.env.box_name);
+                return Exit::BadInput;
+            }
         }
         self.log(format!(
             "started: job {} lease {} ms poll {} ms copy {} ms batches {}, {:?}",
@@ -500,14 +531,16 @@ impl Mover {
 
         if self.s.fencing == Fencing::On {
             // Before any work: every shard of the plan learns this grant, so an
-            // older holder's next write anywhere in the plan is refused.
-            for shard in &plan_shards {
-                match self.write(shard, &grant, Write::Fence).await {
+            // older holder's next write anywhere in the plan is refused. All shards at
+            // once: until the last one has it, an older holder can still write there.
+            let expiry = self.s.check_expiry_before_write.then_some(&grant);
+            for (shard, wrote) in self.fence_all(&plan_shards, expiry, token).await {
+                match wrote {
                     Wrote::Rows(_) => self
                         .h
                         .ok("fence", json!({ "shard": shard, "token": token })),
                     Wrote::Fenced { shard_token } => {
-                        return self.fenced("fence", shard, token, shard_token, None)
+                        return self.fenced("fence", &shard, token, shard_token, None)
                     }
                     Wrote::Expired(past) => return self.expired(&grant, "fence", None, past),
                     Wrote::Failed(e) => {
@@ -537,7 +570,7 @@ impl Mover {
                     match self.renew(&mut grant).await {
                         Renewal::Renewed | Renewal::CarriedOn => last_renewal = Instant::now(),
                         Renewal::Unreachable => return Stop::GiveUp("renewal unreachable".into()),
-                        Renewal::Lost => return Stop::GiveUp("claim lost".into()),
+                        Renewal::Lost { .. } => return Stop::GiveUp("claim lost".into()),
                     }
                 }
             }
@@ -556,6 +589,8 @@ impl Mover {
             if !exists {
                 self.h.ok("skip", json!({ "turbine": turbine }));
                 skipped += 1;
+                // A copy after a skip walk starts when the walk ends and takes its full time.
+                cursor = None;
                 continue;
             }
 
@@ -572,7 +607,13 @@ impl Mover {
                 match renewal {
                     Renewal::Renewed | Renewal::CarriedOn => {}
                     Renewal::Unreachable => return Stop::GiveUp("renewal unreachable".into()),
-                    Renewal::Lost => {
+                    Renewal::Lost { holder_token } => {
+                        // Fencing on: the shards learn the newer token from this box too, so
+                        // nothing this box does with its old token can land in the moment
+                        // between the new holder's grant and its own grant-time fencing.
+                        if let (Fencing::On, Some(newer)) = (self.s.fencing, holder_token) {
+                            self.fence_for_successor(&plan_shards, newer).await;
+                        }
                         if self.s.on_lost == OnLost::TidyUp {
                             // April: the half-finished turbine has no right to be on the destination.
                             if let Some(stop) =
@@ -676,14 +717,14 @@ impl Mover {
                 return Err(Stop::GiveUp(format!("{turbine}: {e}")));
             }};
         }
+        let pace = self.pace;
+        // The count belongs to the first batch: a slow link slows it too.
+        let start = pace.turbine_start(*cursor, self.now_offset());
         let count: i64 = match self.read(from, Read::Count(turbine)).await {
             Ok(rows) => rows.first().map(|r| r.get(0)).unwrap_or(0),
             Err(e) => give_up!(e),
         };
         let n = batch_rows(count.max(0) as u64, self.pace.batches) as i64;
-        let pace = self.pace;
-        let start = pace.turbine_start(*cursor, self.now_offset());
-        let mut shift = Duration::ZERO;
         let mut last_ts: Option<SystemTime> = None;
         let mut exhausted = count == 0;
         let mut i: u32 = 0;
@@ -767,19 +808,15 @@ impl Mover {
             } else {
                 exhausted = true;
             }
-            let deadline = pace.batch_deadline(start, shift, i);
-            let end = self.now_offset();
-            if end < deadline {
+            let deadline = pace.batch_deadline(start, i);
+            if self.now_offset() < deadline {
                 self.sleep_until_offset(deadline).await;
-            } else {
-                shift = pace.shift_after(shift, deadline, end);
             }
             i += 1;
         }
         // A short turbine still takes its copy time, so the schedule holds.
-        self.sleep_until_offset(pace.cursor_after(start, shift))
-            .await;
-        *cursor = Some(pace.cursor_after(start, shift));
+        self.sleep_until_offset(pace.cursor_after(start)).await;
+        *cursor = Some(pace.cursor_after(start));
         self.h.ok(
             "copy",
             json!({ "turbine": turbine, "rows_read": read, "rows_written": written }),
@@ -958,7 +995,7 @@ impl Mover {
                             .map(|t| t.to_string())
                             .unwrap_or_else(|| "?".into())
                     ));
-                    return Renewal::Lost;
+                    return Renewal::Lost { holder_token };
                 }
                 Err(e) => {
                     if e.schema() {
@@ -1070,31 +1107,113 @@ impl Mover {
     /// A write transaction on a shard: the token for the audit, the fence when on, the write, commit.
     /// Retried (reconnecting) within the shard retry budget; the expiry check runs before every attempt.
     async fn write(&mut self, shard: &str, grant: &Grant, w: Write<'_>) -> Wrote {
-        let mut backoff = self.backoff(self.s.shard_retry);
-        let fencing = self.s.fencing == Fencing::On;
-        let check = self.s.check_expiry_before_write;
+        let backoff = self.backoff(self.s.shard_retry);
+        let (fencing, check) = (
+            self.s.fencing == Fencing::On,
+            self.s.check_expiry_before_write,
+        );
         let box_name = self.s.env.box_name.clone();
         let db = self
             .shards
             .get_mut(shard)
             .expect("plan shards are checked against CHAOS_SHARD_URLS");
-        loop {
-            if check {
-                if let Some(past) = grant.expired_for(Instant::now()) {
-                    return Wrote::Expired(past);
+        let expiry = check.then_some(grant);
+        let wrote = write_retrying(db, &box_name, grant.token, fencing, expiry, backoff, &w).await;
+        self.exit_on_schema_error(shard, &wrote);
+        wrote
+    }
+
+    /// A schema error cannot be retried away: exit 2 naming the shard.
+    fn exit_on_schema_error(&self, shard: &str, wrote: &Wrote) {
+        if let Wrote::Failed(e) = wrote {
+            if e.schema() {
+                let display = self
+                    .shards
+                    .get(shard)
+                    .map(|d| d.display.clone())
+                    .unwrap_or_default();
+                self.schema_error(shard, &display, e);
+            }
+        }
+    }
+
+    /// The guarded fence statement alone with `token` on every shard in `shards`, all at
+    /// once. `expiry`: the grant whose lease is checked first (`--check-expiry-before-write`).
+    async fn fence_all(
+        &mut self,
+        shards: &BTreeSet<String>,
+        expiry: Option<&Grant>,
+        token: i64,
+    ) -> Vec<(String, Wrote)> {
+        let backoffs: Vec<Backoff> = shards
+            .iter()
+            .map(|_| self.backoff(self.s.shard_retry))
+            .collect();
+        let box_name = self.s.env.box_name.clone();
+        let fences = self
+            .shards
+            .iter_mut()
+            .filter(|(name, _)| shards.contains(*name))
+            .zip(backoffs)
+            .map(|((name, db), backoff)| {
+                let box_name = box_name.clone();
+                async move {
+                    let wrote =
+                        write_retrying(db, &box_name, token, true, expiry, backoff, &Write::Fence)
+                            .await;
+                    (name.clone(), wrote)
+                }
+            });
+        let results = futures_util::future::join_all(fences).await;
+        for (shard, wrote) in &results {
+            self.exit_on_schema_error(shard, wrote);
+        }
+        results
+    }
+
+    /// After losing the claim to `newer`: advance every plan shard's fence to it (a fence
+    /// only goes up, and `newer` was granted), recorded as `fence` with `for_token`.
+    async fn fence_for_successor(&mut self, shards: &BTreeSet<String>, newer: i64) {
+        // No lease of ours is checked: this write is on behalf of the newer holder.
+        for (shard, wrote) in self.fence_all(shards, None, newer).await {
+            let v = json!({ "shard": shard, "token": newer, "why": "successor" });
+            match wrote {
+                Wrote::Rows(_) | Wrote::Fenced { .. } => self.h.ok("fence", v),
+                Wrote::Expired(_) => {}
+                Wrote::Failed(e) => {
+                    let mut v = v;
+                    v["error"] = json!(e.to_string());
+                    self.h.emit(failure_kind(&e), "fence", v);
                 }
             }
-            match write_once(db, grant.token, fencing, &w).await {
-                Ok(outcome) => return outcome,
-                Err(e) => {
-                    if e.schema() {
-                        let display = db.display.clone();
-                        self.schema_error(shard, &display, &e);
-                    }
-                    eprintln!("{box_name}: write on {shard} failed: {e}");
-                    if !backoff.wait().await {
-                        return Wrote::Failed(e);
-                    }
+        }
+    }
+}
+
+/// One write with retries inside `backoff`. `expiry`: check that grant's lease before each
+/// attempt (`--check-expiry-before-write`). A schema error is returned at once.
+async fn write_retrying(
+    db: &mut Db,
+    box_name: &str,
+    token: i64,
+    fencing: bool,
+    expiry: Option<&Grant>,
+    mut backoff: Backoff,
+    w: &Write<'_>,
+) -> Wrote {
+    loop {
+        if let Some(past) = expiry.and_then(|g| g.expired_for(Instant::now())) {
+            return Wrote::Expired(past);
+        }
+        match write_once(db, token, fencing, w).await {
+            Ok(outcome) => return outcome,
+            Err(e) => {
+                if e.schema() {
+                    return Wrote::Failed(e);
+                }
+                eprintln!("{box_name}: write on {} failed: {e}", db.name);
+                if !backoff.wait().await {
+                    return Wrote::Failed(e);
                 }
             }
         }
