@@ -99,13 +99,7 @@ pub async fn bench(a: BenchArgs) -> anyhow::Result<u8> {
 /// a run's shard gets 100 of the 300 turbines in every ingest statement; a
 /// mover copies a turbine's 15,768 readings in 10 COPYs.
 fn april_farm() -> Farm {
-    Farm {
-        turbines: 300,
-        seeded_turbines: 200,
-        rows_per_turbine: 15_768,
-        old_divisor: 2,
-        new_divisor: 3,
-    }
+    Farm::ardnave_point()
 }
 const APRIL_COPY_BATCHES: u64 = 10;
 /// The April night's calendar day (2026-04-13), Unix ms: readings carry it.

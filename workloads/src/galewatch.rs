@@ -17,6 +17,18 @@ pub struct Farm {
 }
 
 impl Farm {
+    /// Ardnave Point as `scenarios/april.toml` has it: 300 turbines, 200 seeded with
+    /// 15,768 readings each (1/1000 of a year at 2 s), routed `% 2` becoming `% 3`.
+    pub fn ardnave_point() -> Farm {
+        Farm {
+            turbines: 300,
+            seeded_turbines: 200,
+            rows_per_turbine: 15_768,
+            old_divisor: 2,
+            new_divisor: 3,
+        }
+    }
+
     /// `AP-0001` ... The serial's number is its hash: with 200 turbines and
     /// 2 -> 3 shards that moves exactly 133, as at Ardnave Point.
     pub fn serial(n: u32) -> String {
@@ -112,13 +124,7 @@ mod tests {
     use super::*;
 
     fn ardnave() -> Farm {
-        Farm {
-            turbines: 300,
-            seeded_turbines: 200,
-            rows_per_turbine: 15_768,
-            old_divisor: 2,
-            new_divisor: 3,
-        }
+        Farm::ardnave_point()
     }
 
     #[test]
