@@ -28,6 +28,41 @@ pub struct Nemesis {
     active: Mutex<Vec<NemesisOp>>,
     /// How late each operation landed, real µs.
     lags_us: Mutex<Vec<i64>>,
+    /// Set when the schedule is over: held proxy changes not yet sent are called off.
+    cancel: Arc<std::sync::atomic::AtomicBool>,
+}
+
+/// How far ahead of its instant a proxy change begins (its reads), real time.
+const PREPARE: Duration = Duration::from_millis(30);
+
+/// A fault's invoke record, written once: when its change is sent, or before its outcome.
+struct Invoke(Arc<Mutex<Option<Box<dyn FnOnce() + Send>>>>);
+
+impl Invoke {
+    fn new(history: &HistoryWriter, verb: &str, value: Value) -> Invoke {
+        let (h, verb) = (history.clone(), verb.to_string());
+        Invoke(Arc::new(Mutex::new(Some(Box::new(move || {
+            h.record("nemesis", OpType::Invoke, &verb, value);
+        })))))
+    }
+
+    /// A hook for a held proxy client: records the invoke just before the change is sent.
+    fn hook(&self) -> Box<dyn FnOnce() + Send> {
+        let cell = self.0.clone();
+        Box::new(move || {
+            if let Some(f) = cell.lock().unwrap().take() {
+                f()
+            }
+        })
+    }
+
+    /// Record the invoke now, unless it already was.
+    fn fire(&self) {
+        let f = self.0.lock().unwrap().take();
+        if let Some(f) = f {
+            f()
+        }
+    }
 }
 
 impl Nemesis {
@@ -50,55 +85,99 @@ impl Nemesis {
             t0,
             active: Mutex::new(vec![]),
             lags_us: Mutex::new(vec![]),
+            cancel: Arc::new(std::sync::atomic::AtomicBool::new(false)),
         })
     }
 
-    /// Real instant an operation is due. A database start is issued early by
-    /// the node's measured start time, so it accepts connections on time.
-    async fn due(&self, op: &NemesisOp) -> Instant {
+    /// Real instant an operation is scheduled for.
+    fn scheduled(&self, op: &NemesisOp) -> Instant {
         let offset_ns = self
             .history
             .clock()
             .real_ns_for_scenario_ms(op.at_ms - self.scenario.start_ms)
             .max(0);
-        let mut due = self.t0 + Duration::from_nanos(offset_ns as u64);
-        if op.verb == "start" {
-            let lead = self.cluster.lock().await.last_start(op.kind.target());
-            due = due.checked_sub(lead).unwrap_or(due);
-        }
-        due
+        self.t0 + Duration::from_nanos(offset_ns as u64)
     }
 
-    /// Apply every operation due at or before the scenario start (before the movers start).
+    /// When to begin working on an operation so that it lands at its scheduled instant:
+    /// a proxy change does its reads first and holds the change until the instant
+    /// (`PREPARE` ahead); a database start is begun earlier by twice the node's measured
+    /// start time as well (its links open at the instant); a signal or a file write is instant.
+    async fn wake(&self, op: &NemesisOp) -> Instant {
+        let at = self.scheduled(op);
+        let lead = match (&op.kind, op.heal) {
+            // Twice the last start: a start that runs long still opens its links on time,
+            // and one that is quick waits, unreachable, for the instant.
+            (FaultKind::Stop { .. } | FaultKind::Crash { .. }, true) => {
+                PREPARE + 2 * self.cluster.lock().await.last_start(op.kind.target())
+            }
+            (FaultKind::Pause { .. } | FaultKind::Kill { .. } | FaultKind::Clock { .. }, _) => {
+                Duration::ZERO
+            }
+            _ => PREPARE,
+        };
+        at.checked_sub(lead).unwrap_or(at)
+    }
+
+    /// Apply every operation due at or before the scenario start, all landing at `t0`
+    /// (the movers are let go after this).
     pub async fn apply_initial(self: &Arc<Self>, schedule: &Schedule) -> usize {
-        // Together, not one after another: the movers start when these are in place.
         let first: Vec<_> = schedule
             .ops
             .iter()
             .take_while(|o| o.at_ms <= self.scenario.start_ms)
-            .map(|op| self.apply_recorded(op, self.t0))
+            .map(|op| self.apply_recorded(op, self.t0, true))
             .collect();
         let n = first.len();
         futures_util::future::join_all(first).await;
         n
     }
 
-    /// Apply the rest of the schedule at its times. Cancel by aborting the task.
+    /// Apply the rest of the schedule at its times. Each operation is worked on in its own
+    /// task from its wake time, so two faults due together both land on time; operations
+    /// on the same link, node or box keep their order. Cancel by aborting the task (the
+    /// operations in flight are aborted with it; a proxy change still waiting for its
+    /// instant is called off by `heal_all`).
     pub async fn run(self: Arc<Self>, schedule: Schedule, skip: usize) {
+        use futures_util::future::{FutureExt, Shared};
+        type Done = Shared<futures_util::future::BoxFuture<'static, ()>>;
+        let mut tasks = tokio::task::JoinSet::new();
+        let mut last: std::collections::HashMap<String, Done> = Default::default();
         for op in schedule.ops.into_iter().skip(skip) {
-            let due = self.due(&op).await;
-            tokio::time::sleep_until(due.into()).await;
-            if op.verb == "start-mover" {
-                self.movers
-                    .pending_restarts
-                    .fetch_sub(1, std::sync::atomic::Ordering::SeqCst);
+            let wake = self.wake(&op).await;
+            tokio::time::sleep_until(wake.into()).await;
+            let keys = if op.links.is_empty() {
+                vec![op.kind.target().to_string()]
+            } else {
+                op.links.clone()
+            };
+            let before: Vec<Done> = keys.iter().filter_map(|k| last.get(k).cloned()).collect();
+            let (tx, rx) = tokio::sync::oneshot::channel::<()>();
+            let done: Done = rx.map(|_| ()).boxed().shared();
+            for k in keys {
+                last.insert(k, done.clone());
             }
-            self.apply_recorded(&op, due).await;
+            let me = self.clone();
+            tasks.spawn(async move {
+                futures_util::future::join_all(before).await;
+                if op.verb == "start-mover" {
+                    me.movers
+                        .pending_restarts
+                        .fetch_sub(1, std::sync::atomic::Ordering::SeqCst);
+                }
+                let at = me.scheduled(&op);
+                me.apply_recorded(&op, at, true).await;
+                let _ = tx.send(());
+            });
+            while tasks.try_join_next().is_some() {}
         }
+        while tasks.join_next().await.is_some() {}
     }
 
     /// Record invoke, apply, record ok (or info when it did not take: never dropped silently).
-    async fn apply_recorded(&self, op: &NemesisOp, due: Instant) {
+    /// The invoke is recorded when the operation takes effect: when a held proxy change is
+    /// sent, else at `at`.
+    async fn apply_recorded(&self, op: &NemesisOp, at: Instant, cancellable: bool) {
         let target = op.kind.target().to_string();
         let mut value = json!({
             "target": target,
@@ -112,28 +191,26 @@ impl Nemesis {
         if !op.heal {
             value["params"] = serde_json::to_value(&op.kind).unwrap_or(Value::Null);
         }
-        self.history
-            .record("nemesis", OpType::Invoke, &op.verb, value.clone());
-        let result = self.apply(op).await;
-        // A start lands when the node accepts connections; anything else when applied.
-        let landed = Instant::now();
-        let lag_us = if op.verb == "start" {
-            let scheduled = self.t0
-                + Duration::from_nanos(
-                    self.history
-                        .clock()
-                        .real_ns_for_scenario_ms(op.at_ms - self.scenario.start_ms)
-                        .max(0) as u64,
-                );
-            landed.saturating_duration_since(scheduled).as_micros() as i64
-                - scheduled.saturating_duration_since(landed).as_micros() as i64
-        } else {
-            landed.saturating_duration_since(due).as_micros() as i64
+        let invoke = Invoke::new(&self.history, &op.verb, value.clone());
+        let held = self.links.client().held_until(
+            at,
+            Some(invoke.hook()),
+            cancellable.then(|| self.cancel.clone()),
+        );
+        let result = self.apply(op, at, &held, &invoke).await;
+        invoke.fire();
+        // The operation lands when its change was answered (a held proxy change; a database
+        // start when its links open, or when it accepts connections), else when applied.
+        let landed = match &result {
+            Ok((_, Some(t))) => *t,
+            _ => Instant::now(),
         };
+        let lag_us = landed.saturating_duration_since(at).as_micros() as i64
+            - at.saturating_duration_since(landed).as_micros() as i64;
         value["lag_real_us"] = json!(lag_us);
         let label = format!("{} {}", op.kind.verb(), target);
         match result {
-            Ok(extra) => {
+            Ok((extra, _)) => {
                 if let Value::Object(m) = extra {
                     for (k, v) in m {
                         value[k] = v;
@@ -164,8 +241,26 @@ impl Nemesis {
         }
     }
 
-    async fn apply(&self, op: &NemesisOp) -> Result<Value, String> {
+    /// Apply one operation. `held` is the proxy client holding its changes until `at`; an
+    /// operation that is not a proxy change waits for `at` itself and records its invoke.
+    /// Returns what to add to the ok record and, when known, the instant it landed.
+    async fn apply(
+        &self,
+        op: &NemesisOp,
+        at: Instant,
+        held: &chaos_proxy::ToxiproxyClient,
+        invoke: &Invoke,
+    ) -> Result<(Value, Option<Instant>), String> {
         let target = op.kind.target();
+        let proxied = matches!(
+            (&op.kind, op.heal),
+            (FaultKind::Stop { .. } | FaultKind::Crash { .. }, _)
+        ) || !op.links.is_empty();
+        if !proxied {
+            tokio::time::sleep_until(at.into()).await;
+            invoke.fire();
+        }
+        let done = |v: Value| Ok((v, None));
         match (&op.kind, op.heal) {
             (FaultKind::Pause { freezer, .. }, false) => {
                 let how = if *freezer { "freezer" } else { "SIGSTOP" };
@@ -173,14 +268,14 @@ impl Nemesis {
                     .signal(target, libc::SIGSTOP, *freezer)
                     .await
                     .map_err(|e| e.to_string())?;
-                Ok(json!({ "how": how }))
+                done(json!({ "how": how }))
             }
             (FaultKind::Pause { freezer, .. }, true) => {
                 self.movers
                     .signal(target, libc::SIGCONT, *freezer)
                     .await
                     .map_err(|e| e.to_string())?;
-                Ok(Value::Null)
+                done(Value::Null)
             }
             (FaultKind::Kill { .. }, false) => {
                 self.movers
@@ -198,7 +293,7 @@ impl Nemesis {
                         .pending_restarts
                         .fetch_add(1, std::sync::atomic::Ordering::SeqCst);
                 }
-                Ok(Value::Null)
+                done(Value::Null)
             }
             (FaultKind::Kill { .. }, true) => {
                 // The killed process may still be being reaped.
@@ -211,26 +306,37 @@ impl Nemesis {
                 self.movers
                     .spawn(target)
                     .await
-                    .map(|_| Value::Null)
+                    .map(|_| (Value::Null, None))
                     .map_err(|e| e.to_string())
             }
-            (FaultKind::Stop { .. }, false) => self
-                .cluster
-                .lock()
-                .await
-                .stop_node(target, StopMode::Fast)
-                .await
-                .map(|_| Value::Null)
-                .map_err(|e| e.to_string()),
-            (FaultKind::Crash { .. }, false) => self
-                .cluster
-                .lock()
-                .await
-                .stop_node(target, StopMode::Immediate)
-                .await
-                .map(|_| Value::Null)
-                .map_err(|e| e.to_string()),
+            (FaultKind::Stop { .. } | FaultKind::Crash { .. }, false) => {
+                // Its clients lose the database at the instant (the links are cut), then
+                // the server stops: fast (a clean shutdown) or immediate (a crash).
+                let mode = match op.kind {
+                    FaultKind::Crash { .. } => StopMode::Immediate,
+                    _ => StopMode::Fast,
+                };
+                let links = self
+                    .links
+                    .cut_node(held, target)
+                    .await
+                    .map_err(|e| format!("cutting the links to {target}: {e}"))?;
+                let landed = held.landed();
+                invoke.fire();
+                let began = Instant::now();
+                self.cluster
+                    .lock()
+                    .await
+                    .stop_node(target, mode)
+                    .await
+                    .map_err(|e| e.to_string())?;
+                Ok((
+                    json!({ "links_cut": links, "stopped_real_ms": began.elapsed().as_millis() as u64 }),
+                    landed,
+                ))
+            }
             (FaultKind::Stop { .. } | FaultKind::Crash { .. }, true) => {
+                // Started early by its measured start time; its clients get it back at the instant.
                 let took = self
                     .cluster
                     .lock()
@@ -238,7 +344,17 @@ impl Nemesis {
                     .start_node(target)
                     .await
                     .map_err(|e| e.to_string())?;
-                Ok(json!({ "start_real_ms": took.as_millis() as u64 }))
+                let ready = Instant::now();
+                let links = self
+                    .links
+                    .restore_node(held, target)
+                    .await
+                    .map_err(|e| format!("opening the links to {target}: {e}"))?;
+                let landed = held.landed().unwrap_or(ready);
+                Ok((
+                    json!({ "start_real_ms": took.as_millis() as u64, "links_opened": links }),
+                    Some(landed),
+                ))
             }
             (FaultKind::Clock { offset_ms, .. }, heal) => {
                 let offset_s = if heal {
@@ -249,28 +365,31 @@ impl Nemesis {
                 let path = crate::run::faketime_file(&self.movers_log_dir(), target);
                 std::fs::write(&path, format!("{offset_s:+.3}\n"))
                     .map_err(|e| format!("write {}: {e}", path.display()))?;
-                Ok(json!({ "offset_real_s": offset_s }))
+                done(json!({ "offset_real_s": offset_s }))
             }
             (kind, false) => {
-                let mut applied = Vec::new();
-                for link in &op.links {
-                    applied.push(
-                        self.links
-                            .inject(link, kind, &self.scenario)
-                            .await
-                            .map_err(|e| format!("{link}: {e}"))?,
-                    );
-                }
-                Ok(json!({ "toxics": applied }))
+                let applied = futures_util::future::join_all(
+                    op.links
+                        .iter()
+                        .map(|link| self.links.inject_with(held, link, kind, &self.scenario)),
+                )
+                .await
+                .into_iter()
+                .zip(&op.links)
+                .map(|(r, link)| r.map_err(|e| format!("{link}: {e}")))
+                .collect::<Result<Vec<_>, _>>()?;
+                Ok((json!({ "toxics": applied }), held.landed()))
             }
             (_, true) => {
-                for link in &op.links {
-                    self.links
-                        .heal(link)
-                        .await
-                        .map_err(|e| format!("{link}: {e}"))?;
-                }
-                Ok(Value::Null)
+                futures_util::future::join_all(
+                    op.links.iter().map(|link| self.links.heal_with(held, link)),
+                )
+                .await
+                .into_iter()
+                .zip(&op.links)
+                .map(|(r, link)| r.map_err(|e| format!("{link}: {e}")))
+                .collect::<Result<Vec<_>, _>>()?;
+                Ok((Value::Null, held.landed()))
             }
         }
     }
@@ -281,6 +400,8 @@ impl Nemesis {
 
     /// Heal every fault still active (resume, start, heal links, reset clocks), recorded as operations.
     pub async fn heal_all(&self) {
+        // A proxy change still waiting for its instant is called off.
+        self.cancel.store(true, std::sync::atomic::Ordering::SeqCst);
         let active: Vec<NemesisOp> = self.active.lock().unwrap().clone();
         for op in active {
             let heal = NemesisOp {
@@ -291,7 +412,7 @@ impl Nemesis {
                 kind: op.kind.clone(),
                 links: op.links.clone(),
             };
-            self.apply_recorded(&heal, Instant::now()).await;
+            self.apply_recorded(&heal, Instant::now(), false).await;
         }
         // Belt and braces: no toxic survives into the final reads.
         if let Err(e) = self.links.reset().await {

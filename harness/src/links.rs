@@ -4,7 +4,7 @@ use crate::scenario::Scenario;
 use chaos_nemesis::{FaultKind, Stream};
 use chaos_proxy::{ProxyServer, ToxiproxyClient};
 use serde_json::{json, Value};
-use std::collections::BTreeMap;
+use std::collections::{BTreeMap, BTreeSet};
 use std::net::SocketAddr;
 use std::sync::Mutex;
 
@@ -18,7 +18,16 @@ pub struct Links {
     embedded: Mutex<Option<ProxyServer>>,
     /// Link name -> the address clients connect to.
     listen: Mutex<BTreeMap<String, String>>,
+    /// Links a `down` fault holds down (a node's restart must not bring them up).
+    downed: Mutex<BTreeSet<String>>,
+    /// Node -> the links cut while it is stopped.
+    cut: Mutex<BTreeMap<String, Vec<String>>>,
     pub api: String,
+}
+
+/// A link's database: `box-2->shard1` goes to `shard1`.
+pub fn link_target(link: &str) -> &str {
+    link.rsplit_once("->").map(|(_, t)| t).unwrap_or(link)
 }
 
 impl Links {
@@ -44,6 +53,8 @@ impl Links {
             client,
             embedded: Mutex::new(embedded),
             listen: Mutex::new(BTreeMap::new()),
+            downed: Mutex::new(BTreeSet::new()),
+            cut: Mutex::new(BTreeMap::new()),
             api,
         })
     }
@@ -74,9 +85,26 @@ impl Links {
         self.listen.lock().unwrap().get(link).cloned()
     }
 
-    /// Apply a link fault; durations are scenario ms, scaled to real here.
+    /// The client, or one whose changes land at `at` (see [`ToxiproxyClient::held_until`]).
+    pub fn client(&self) -> &ToxiproxyClient {
+        &self.client
+    }
+
+    /// Apply a link fault at once; durations are scenario ms, scaled to real here.
     pub async fn inject(
         &self,
+        link: &str,
+        kind: &FaultKind,
+        scenario: &Scenario,
+    ) -> anyhow::Result<Value> {
+        self.inject_with(&self.client, link, kind, scenario).await
+    }
+
+    /// Apply a link fault through `c` (a held client lands it at its instant). Both streams
+    /// are changed together, not one after the other.
+    pub async fn inject_with(
+        &self,
+        c: &ToxiproxyClient,
         link: &str,
         kind: &FaultKind,
         scenario: &Scenario,
@@ -90,7 +118,6 @@ impl Links {
                 .map(|n| chaos_proxy::Stream::parse(n).expect("upstream/downstream"))
                 .collect()
         };
-        let c = &self.client;
         let out = match kind {
             FaultKind::Latency {
                 latency_ms,
@@ -98,10 +125,10 @@ impl Links {
                 stream,
                 ..
             } => {
-                for s in streams(stream) {
-                    c.latency(&name, s, real(*latency_ms), real(*jitter_ms))
-                        .await?;
-                }
+                all(streams(stream)
+                    .into_iter()
+                    .map(|s| c.latency(&name, s, real(*latency_ms), real(*jitter_ms))))
+                .await?;
                 json!({ "link": link, "latency_real_ms": real(*latency_ms), "jitter_real_ms": real(*jitter_ms) })
             }
             FaultKind::Bandwidth {
@@ -111,29 +138,33 @@ impl Links {
                 let rate = ((*rate_kb as f64) * 1000.0 / scenario.file.time_scale_ms)
                     .round()
                     .clamp(1.0, u32::MAX as f64) as u32;
-                for s in streams(stream) {
-                    c.bandwidth(&name, s, rate).await?;
-                }
+                all(streams(stream)
+                    .into_iter()
+                    .map(|s| c.bandwidth(&name, s, rate)))
+                .await?;
                 json!({ "link": link, "rate_real_kb": rate })
             }
             FaultKind::Down { .. } => {
                 c.down(&name).await?;
+                self.downed.lock().unwrap().insert(link.to_string());
                 json!({ "link": link })
             }
             FaultKind::Timeout {
                 timeout_ms, stream, ..
             } => {
-                for s in streams(stream) {
-                    c.timeout(&name, s, real(*timeout_ms)).await?;
-                }
+                all(streams(stream)
+                    .into_iter()
+                    .map(|s| c.timeout(&name, s, real(*timeout_ms))))
+                .await?;
                 json!({ "link": link, "timeout_real_ms": real(*timeout_ms) })
             }
             FaultKind::ResetPeer {
                 timeout_ms, stream, ..
             } => {
-                for s in streams(stream) {
-                    c.reset_peer(&name, s, real(*timeout_ms)).await?;
-                }
+                all(streams(stream)
+                    .into_iter()
+                    .map(|s| c.reset_peer(&name, s, real(*timeout_ms))))
+                .await?;
                 json!({ "link": link, "timeout_real_ms": real(*timeout_ms) })
             }
             other => anyhow::bail!("{} is not a link fault", other.verb()),
@@ -143,13 +174,66 @@ impl Links {
 
     /// Remove every toxic on `link` and enable it.
     pub async fn heal(&self, link: &str) -> anyhow::Result<()> {
-        self.client.heal(&proxy_name(link)).await?;
+        self.heal_with(&self.client, link).await
+    }
+
+    /// Heal `link` through `c`. A link cut because its database is stopped is cut again at
+    /// once (Toxiproxy's heal enables the proxy): the database is still down.
+    pub async fn heal_with(&self, c: &ToxiproxyClient, link: &str) -> anyhow::Result<()> {
+        c.heal(&proxy_name(link)).await?;
+        self.downed.lock().unwrap().remove(link);
+        let still_cut = self
+            .cut
+            .lock()
+            .unwrap()
+            .get(link_target(link))
+            .is_some_and(|l| l.iter().any(|x| x == link));
+        if still_cut {
+            self.client.down(&proxy_name(link)).await?;
+        }
         Ok(())
+    }
+
+    /// Every link to `node`.
+    fn links_to(&self, node: &str) -> Vec<String> {
+        self.listen
+            .lock()
+            .unwrap()
+            .keys()
+            .filter(|l| link_target(l) == node)
+            .cloned()
+            .collect()
+    }
+
+    /// Cut every link to `node` (all at once, through `c`): its database is being stopped,
+    /// and its clients lose it at this instant rather than whenever the shutdown gets to them.
+    pub async fn cut_node(&self, c: &ToxiproxyClient, node: &str) -> anyhow::Result<usize> {
+        let links = self.links_to(node);
+        let names: Vec<String> = links.iter().map(|l| proxy_name(l)).collect();
+        all(names.iter().map(|n| c.down(n))).await?;
+        let n = links.len();
+        self.cut.lock().unwrap().insert(node.to_string(), links);
+        Ok(n)
+    }
+
+    /// Open the links cut by [`Links::cut_node`] again (all at once, through `c`), except
+    /// those a `down` fault still holds down.
+    pub async fn restore_node(&self, c: &ToxiproxyClient, node: &str) -> anyhow::Result<usize> {
+        let links = self.cut.lock().unwrap().remove(node).unwrap_or_default();
+        let open: Vec<String> = {
+            let downed = self.downed.lock().unwrap();
+            links.into_iter().filter(|l| !downed.contains(l)).collect()
+        };
+        let names: Vec<String> = open.iter().map(|l| proxy_name(l)).collect();
+        all(names.iter().map(|n| c.up(n))).await?;
+        Ok(open.len())
     }
 
     /// Remove every toxic everywhere and enable every proxy.
     pub async fn reset(&self) -> anyhow::Result<()> {
         self.client.reset().await?;
+        self.downed.lock().unwrap().clear();
+        self.cut.lock().unwrap().clear();
         Ok(())
     }
 
@@ -172,4 +256,15 @@ impl Links {
             }
         }
     }
+}
+
+/// Run proxy calls together; the first error wins.
+async fn all<T, F>(calls: impl IntoIterator<Item = F>) -> Result<Vec<T>, chaos_proxy::ClientError>
+where
+    F: std::future::Future<Output = Result<T, chaos_proxy::ClientError>>,
+{
+    futures_util::future::join_all(calls)
+        .await
+        .into_iter()
+        .collect()
 }

@@ -345,6 +345,8 @@ pub fn server_settings(port: u16, listen: &str) -> Vec<String> {
         "shared_buffers=64MB".into(),
         "max_connections=100".into(),
         "max_wal_size=1GB".into(),
+        // Scaled with the scenario clock: see the readings table's settings in workloads/sql/shard.sql.
+        "autovacuum_naptime=1s".into(),
         "log_line_prefix=%m [%p] %a ".into(),
         "log_min_messages=warning".into(),
         "log_min_error_statement=panic".into(),

@@ -22,6 +22,8 @@ use std::time::{Duration, Instant, SystemTime, UNIX_EPOCH};
 
 /// A history larger than this is cut (and the run marked incomplete): a limit on everything.
 const HISTORY_LIMIT: u64 = 50_000_000;
+/// How far ahead the scenario clock is set when the movers are ready (see `run`).
+const START_LEAD: Duration = Duration::from_millis(40);
 
 /// What `chaos run` was asked, after parsing; overrides win over the scenario file.
 #[derive(Debug, Clone, Default)]
@@ -341,8 +343,12 @@ pub async fn run(opts: &RunOptions) -> anyhow::Result<RunOutcome> {
     cluster.prepare_movers(&specs).await?;
     links.warm_up().await;
     let cluster = Arc::new(tokio::sync::Mutex::new(cluster));
-    let t0 = Instant::now();
-    let start_unix_ns = SystemTime::now().duration_since(UNIX_EPOCH)?.as_nanos() as i64;
+    // The clock starts a moment from now, so the faults due at the start (their proxy reads
+    // done in the meantime) land at it, and the movers are let go right after.
+    let t0 = Instant::now() + START_LEAD;
+    let start_unix_ns = (SystemTime::now() + START_LEAD)
+        .duration_since(UNIX_EPOCH)?
+        .as_nanos() as i64;
     let clock = scenario.clock(start_unix_ns);
     let history = HistoryWriter::create(
         &dir.file(chaos_history::HISTORY_FILE),

@@ -69,6 +69,10 @@ pub async fn shard(
         )
         .await
         .map_err(|e| format!("{name}: index: {e}"))?;
+        // Set the visibility map now, so the run's autovacuums visit only the pages the run changed.
+        c.batch_execute("vacuum readings")
+            .await
+            .map_err(|e| format!("{name}: vacuum: {e}"))?;
     }
     c.batch_execute(SHARD_AUDIT_SQL)
         .await

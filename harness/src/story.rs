@@ -19,6 +19,9 @@ pub fn story(record: &RunRecord, verdict: &Verdict) -> String {
     let mut copies: BTreeMap<String, u32> = BTreeMap::new();
     let mut unreachable: BTreeSet<String> = BTreeSet::new();
     let mut last_renew: BTreeMap<String, i64> = BTreeMap::new();
+    // When each box sent its latest renewal: a renewal that retries for a minute
+    // fails once, at the end, but the box began retrying when it sent it.
+    let mut renew_sent: BTreeMap<String, i64> = BTreeMap::new();
     for op in &record.history {
         let t = clock.scenario_ms_at_run_ns(op.time_ns);
         let v = &op.value;
@@ -42,6 +45,9 @@ pub fn story(record: &RunRecord, verdict: &Verdict) -> String {
                     lines.push((t, format!("{p} has copied {}", s("turbine"))));
                 }
             }
+            (OpType::Invoke, "renew") => {
+                renew_sent.insert(p.into(), t);
+            }
             (OpType::Ok, "renew") => {
                 last_renew.insert(p.into(), t);
                 unreachable.remove(p);
@@ -51,7 +57,8 @@ pub fn story(record: &RunRecord, verdict: &Verdict) -> String {
                     if let Some(r) = last_renew.get(p) {
                         lines.push((*r, format!("{p}: last renewal that got an answer")));
                     }
-                    lines.push((t, format!("{p} finishes turbine {} and cannot reach the routing db to renew; retrying", copies.get(p).copied().unwrap_or(0))));
+                    let began = renew_sent.get(p).copied().unwrap_or(t).min(t);
+                    lines.push((began, format!("{p} finishes turbine {} and cannot reach the routing db to renew; retrying", copies.get(p).copied().unwrap_or(0))));
                 }
             }
             (OpType::Fail, "renew") if s("reason") == "lost" => lines.push((

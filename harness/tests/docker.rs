@@ -107,8 +107,13 @@ fn tempdir(what: &str) -> PathBuf {
 }
 
 // April on docker with the process backend's figures (support/figures.rs) is not in the
-// suite yet: on this machine, under other builds, the docker runs drifted further than the
-// figures allow (85 turbines before the outage). Run it by hand:
+// suite: on this 2-core machine the docker run does not keep April's pace. Measured on a
+// quiet machine (2026-11-30, `target/release/chaos run april --backend docker`): wall 105 s
+// (cluster 6.6, seed 27.4 against 5 s on the process backend, scenario 54, final reads 13),
+// box 2 lost its lease at 21:43 because its copies overran, faults landed up to 2.7 s late,
+// 101 of 133 turbines unmoved at 23:10. The figure checks are written for both backends;
+// add `april_figures` tests here calling `figures::april_lease_only` once the docker run
+// keeps pace. Run it by hand:
 //   target/release/chaos run april --backend docker --expect invalid
 
 #[test]

@@ -21,8 +21,9 @@ use serde::de::DeserializeOwned;
 use serde_json::{json, Value};
 use std::collections::HashMap;
 use std::net::{SocketAddr, ToSocketAddrs};
+use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::{Arc, Mutex};
-use std::time::Duration;
+use std::time::{Duration, Instant};
 use toxiproxy_rust::client::Client as TpClient;
 use toxiproxy_rust::proxy::ProxyPack;
 
@@ -37,6 +38,8 @@ const CALL_TIMEOUT: Duration = Duration::from_secs(60);
 pub struct ToxiproxyClient {
     addr: String,
     ctx: Arc<CtxCell>,
+    /// A clone made by [`ToxiproxyClient::held_until`] makes its changes at a given instant.
+    hold: Hold,
 }
 
 impl std::fmt::Debug for ToxiproxyClient {
@@ -44,6 +47,48 @@ impl std::fmt::Debug for ToxiproxyClient {
         f.debug_struct("ToxiproxyClient")
             .field("addr", &self.addr)
             .finish()
+    }
+}
+
+/// When a change is made: by default at once; for a clone made by
+/// [`ToxiproxyClient::held_until`], the call does its reads first, waits on its
+/// blocking thread until the instant, then sends the change, so a fault lands on
+/// time however long the reads took. It remembers when the change was answered.
+#[derive(Clone, Default)]
+struct Hold {
+    until: Option<Instant>,
+    /// Run once, right before the first change is sent (a caller records the fault's start).
+    on_release: Arc<Mutex<Option<Box<dyn FnOnce() + Send>>>>,
+    /// Set by the caller to call the change off while it waits.
+    cancel: Option<Arc<AtomicBool>>,
+    /// When the last change of the call was answered (the server applies it before answering).
+    landed: Arc<Mutex<Option<Instant>>>,
+}
+
+impl Hold {
+    /// Wait for the instant, then make the change `f` and note when it was answered.
+    fn change<T>(&self, f: impl FnOnce() -> Result<T, ClientError>) -> Result<T, ClientError> {
+        if let Some(at) = self.until {
+            let now = Instant::now();
+            if at > now {
+                std::thread::sleep(at - now);
+            }
+        }
+        if self
+            .cancel
+            .as_ref()
+            .is_some_and(|c| c.load(Ordering::SeqCst))
+        {
+            return Err(ClientError::NotApplied("called off before its time".into()));
+        }
+        if let Some(release) = self.on_release.lock().unwrap().take() {
+            release();
+        }
+        let out = f();
+        let now = Instant::now();
+        let mut landed = self.landed.lock().unwrap();
+        *landed = Some(landed.map_or(now, |l| l.max(now)));
+        out
     }
 }
 
@@ -155,6 +200,7 @@ impl Ctx {
         stream: Stream,
         attrs: &[(&str, u32)],
         create: Option<&dyn Fn(&toxiproxy_rust::proxy::Proxy)>,
+        hold: &Hold,
     ) -> Result<ToxicInfo, ClientError> {
         let name = format!("{kind}_{}", stream.as_str());
         let current = self.proxy(proxy)?;
@@ -164,25 +210,32 @@ impl Ctx {
             .collect();
         let toxic_path = format!("/proxies/{proxy}/toxics/{name}");
         let existing = current.toxics.iter().find(|t| t.name == name);
-        if existing.is_some_and(|t| t.kind != kind) {
-            // A hand-made toxic squatting on the name: remove it so ours can be created.
-            self.send(Method::DELETE, &toxic_path, None)?;
-        }
         if existing.is_some_and(|t| t.kind == kind) {
             // Update in place rather than delete+create: no window where the fault is lifted.
             let body = json!({"attributes": attr_json, "toxicity": 1.0});
-            self.send(Method::POST, &toxic_path, Some(&body))?;
-        } else if let Some(create) = create {
-            let p = self.tp.find_proxy(proxy).map_err(ClientError::Transport)?;
-            create(&p);
+            hold.change(|| self.send(Method::POST, &toxic_path, Some(&body)))?;
         } else {
-            let body = json!({"name": name, "type": kind, "stream": stream.as_str(),
-                              "toxicity": 1.0, "attributes": attr_json});
-            self.send(
-                Method::POST,
-                &format!("/proxies/{proxy}/toxics"),
-                Some(&body),
-            )?;
+            if existing.is_some() {
+                // A hand-made toxic squatting on the name: remove it so ours can be created.
+                self.send(Method::DELETE, &toxic_path, None)?;
+            }
+            match create {
+                // A held change goes over raw HTTP: toxiproxy_rust serializes every call on one
+                // mutex, so changes due together through it would land one after another.
+                Some(create) if hold.until.is_none() => {
+                    let p = self.tp.find_proxy(proxy).map_err(ClientError::Transport)?;
+                    hold.change(|| {
+                        create(&p);
+                        Ok(())
+                    })?;
+                }
+                _ => {
+                    let body = json!({"name": name, "type": kind, "stream": stream.as_str(),
+                                      "toxicity": 1.0, "attributes": attr_json});
+                    let path = format!("/proxies/{proxy}/toxics");
+                    hold.change(|| self.send(Method::POST, &path, Some(&body)))?;
+                }
+            }
         }
         let got: ToxicInfo = self.get_json(&toxic_path)?;
         let attrs_ok = attrs
@@ -200,9 +253,24 @@ impl Ctx {
         Ok(got)
     }
 
-    fn set_enabled(&self, proxy: &str, enabled: bool) -> Result<ProxyInfo, ClientError> {
-        let p = self.tp_proxy(proxy)?;
-        if enabled { p.enable() } else { p.disable() }.map_err(ClientError::Transport)?;
+    fn set_enabled(
+        &self,
+        proxy: &str,
+        enabled: bool,
+        hold: &Hold,
+    ) -> Result<ProxyInfo, ClientError> {
+        if hold.until.is_some() {
+            // Raw HTTP for a held change (see set_toxic).
+            self.proxy(proxy)?;
+            let body = json!({ "enabled": enabled });
+            let path = format!("/proxies/{proxy}");
+            hold.change(|| self.send(Method::POST, &path, Some(&body)))?;
+        } else {
+            let p = self.tp_proxy(proxy)?;
+            hold.change(|| {
+                if enabled { p.enable() } else { p.disable() }.map_err(ClientError::Transport)
+            })?;
+        }
         let got = self.proxy(proxy)?;
         if got.enabled != enabled {
             return Err(ClientError::NotApplied(format!(
@@ -244,7 +312,36 @@ impl ToxiproxyClient {
         ToxiproxyClient {
             addr: api_addr.to_string(),
             ctx: Arc::new(CtxCell(Mutex::new(None))),
+            hold: Hold::default(),
         }
+    }
+
+    /// A clone (sharing the connection) whose changing calls do their reads at once but send
+    /// the change at `at`: a fault scheduled for `at` lands on time however long the reads
+    /// take. `on_release` runs once, just before the first change is sent; with `cancel` set
+    /// by then, the change is called off ([`ClientError::NotApplied`]).
+    /// [`ToxiproxyClient::landed`] says when the change was answered.
+    pub fn held_until(
+        &self,
+        at: Instant,
+        on_release: Option<Box<dyn FnOnce() + Send>>,
+        cancel: Option<Arc<AtomicBool>>,
+    ) -> ToxiproxyClient {
+        ToxiproxyClient {
+            addr: self.addr.clone(),
+            ctx: self.ctx.clone(),
+            hold: Hold {
+                until: Some(at),
+                on_release: Arc::new(Mutex::new(on_release)),
+                cancel,
+                landed: Arc::new(Mutex::new(None)),
+            },
+        }
+    }
+
+    /// When this clone's last change was answered by the server (None before any change).
+    pub fn landed(&self) -> Option<Instant> {
+        *self.hold.landed.lock().unwrap()
     }
 
     pub fn addr(&self) -> &str {
@@ -336,7 +433,7 @@ impl ToxiproxyClient {
                 }
                 if got.enabled != s.enabled {
                     // Toxiproxy keeps an identical existing proxy as it was, enabled flag included.
-                    got = c.set_enabled(&s.name, s.enabled)?;
+                    got = c.set_enabled(&s.name, s.enabled, &Hold::default())?;
                 }
                 out.push(got);
             }
@@ -354,6 +451,7 @@ impl ToxiproxyClient {
         jitter_ms: u32,
     ) -> Result<ToxicInfo, ClientError> {
         let proxy = proxy.to_string();
+        let hold = self.hold.clone();
         self.call(move |c| {
             c.set_toxic(
                 &proxy,
@@ -363,6 +461,7 @@ impl ToxiproxyClient {
                 Some(&|p| {
                     p.with_latency(stream.as_str().into(), latency_ms, jitter_ms, 1.0);
                 }),
+                &hold,
             )
         })
         .await
@@ -376,6 +475,7 @@ impl ToxiproxyClient {
         rate_kb: u32,
     ) -> Result<ToxicInfo, ClientError> {
         let proxy = proxy.to_string();
+        let hold = self.hold.clone();
         self.call(move |c| {
             c.set_toxic(
                 &proxy,
@@ -385,6 +485,7 @@ impl ToxiproxyClient {
                 Some(&|p| {
                     p.with_bandwidth(stream.as_str().into(), rate_kb, 1.0);
                 }),
+                &hold,
             )
         })
         .await
@@ -398,6 +499,7 @@ impl ToxiproxyClient {
         timeout_ms: u32,
     ) -> Result<ToxicInfo, ClientError> {
         let proxy = proxy.to_string();
+        let hold = self.hold.clone();
         self.call(move |c| {
             c.set_toxic(
                 &proxy,
@@ -407,6 +509,7 @@ impl ToxiproxyClient {
                 Some(&|p| {
                     p.with_timeout(stream.as_str().into(), timeout_ms, 1.0);
                 }),
+                &hold,
             )
         })
         .await
@@ -420,6 +523,7 @@ impl ToxiproxyClient {
         delay_ms: u32,
     ) -> Result<ToxicInfo, ClientError> {
         let proxy = proxy.to_string();
+        let hold = self.hold.clone();
         self.call(move |c| {
             c.set_toxic(
                 &proxy,
@@ -429,6 +533,7 @@ impl ToxiproxyClient {
                 Some(&|p| {
                     p.with_slow_close(stream.as_str().into(), delay_ms, 1.0);
                 }),
+                &hold,
             )
         })
         .await
@@ -442,6 +547,7 @@ impl ToxiproxyClient {
         bytes: u32,
     ) -> Result<ToxicInfo, ClientError> {
         let proxy = proxy.to_string();
+        let hold = self.hold.clone();
         self.call(move |c| {
             c.set_toxic(
                 &proxy,
@@ -451,6 +557,7 @@ impl ToxiproxyClient {
                 Some(&|p| {
                     p.with_limit_data(stream.as_str().into(), bytes, 1.0);
                 }),
+                &hold,
             )
         })
         .await
@@ -465,6 +572,7 @@ impl ToxiproxyClient {
         timeout_ms: u32,
     ) -> Result<ToxicInfo, ClientError> {
         let proxy = proxy.to_string();
+        let hold = self.hold.clone();
         self.call(move |c| {
             c.set_toxic(
                 &proxy,
@@ -472,6 +580,7 @@ impl ToxiproxyClient {
                 stream,
                 &[("timeout", timeout_ms)],
                 None,
+                &hold,
             )
         })
         .await
@@ -487,22 +596,43 @@ impl ToxiproxyClient {
     /// Disable the proxy: the listener closes and open connections are cut.
     pub async fn down(&self, proxy: &str) -> Result<ProxyInfo, ClientError> {
         let proxy = proxy.to_string();
-        self.call(move |c| c.set_enabled(&proxy, false)).await
+        let hold = self.hold.clone();
+        self.call(move |c| c.set_enabled(&proxy, false, &hold))
+            .await
     }
 
     /// Enable the proxy again (same listen address).
     pub async fn up(&self, proxy: &str) -> Result<ProxyInfo, ClientError> {
         let proxy = proxy.to_string();
-        self.call(move |c| c.set_enabled(&proxy, true)).await
+        let hold = self.hold.clone();
+        self.call(move |c| c.set_enabled(&proxy, true, &hold)).await
     }
 
     /// Remove every toxic of the proxy and enable it (toxiproxy_rust `find_and_reset_proxy`).
     pub async fn heal(&self, proxy: &str) -> Result<ProxyInfo, ClientError> {
         let proxy = proxy.to_string();
+        let hold = self.hold.clone();
         self.call(move |c| {
-            c.proxy(&proxy)?;
-            c.tp.find_and_reset_proxy(&proxy)
-                .map_err(ClientError::Transport)?;
+            let before = c.proxy(&proxy)?;
+            if hold.until.is_some() {
+                // Raw HTTP for a held change (see set_toxic): every toxic removed, then enabled.
+                hold.change(|| {
+                    for t in &before.toxics {
+                        let path = format!("/proxies/{proxy}/toxics/{}", t.name);
+                        c.send(Method::DELETE, &path, None)?;
+                    }
+                    if !before.enabled {
+                        let path = format!("/proxies/{proxy}");
+                        c.send(Method::POST, &path, Some(&json!({ "enabled": true })))?;
+                    }
+                    Ok(())
+                })?;
+            } else {
+                hold.change(|| {
+                    c.tp.find_and_reset_proxy(&proxy)
+                        .map_err(ClientError::Transport)
+                })?;
+            }
             let got = c.proxy(&proxy)?;
             if !got.enabled || !got.toxics.is_empty() {
                 return Err(ClientError::NotApplied(format!(
@@ -516,8 +646,9 @@ impl ToxiproxyClient {
 
     /// `POST /reset`: every proxy enabled, every toxic removed.
     pub async fn reset(&self) -> Result<(), ClientError> {
-        self.call(|c| {
-            c.tp.reset().map_err(ClientError::Transport)?;
+        let hold = self.hold.clone();
+        self.call(move |c| {
+            hold.change(|| c.tp.reset().map_err(ClientError::Transport))?;
             let all: HashMap<String, ProxyInfo> = c.get_json("/proxies")?;
             for p in all.values() {
                 if !p.enabled || !p.toxics.is_empty() {

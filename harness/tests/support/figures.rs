@@ -98,6 +98,11 @@ fn within(what: &str, value: f64, lo: f64, hi: f64, o: &Outcome) {
 /// `chaos run april --expect invalid`: box 2 wins at 21:40 with token 17; 107 turbines moved
 /// before the outage; box 3 takes over at 22:25:44 with token 18; 34 s of vacancy; box 2
 /// writes for about 71 s after its lease expired; exactly one turbine lost whole.
+///
+/// The ranges are DESIGN's values widened by what 8 lease-only runs on an otherwise quiet
+/// 2-core machine showed (2026-11-30, after autovacuum was put on the scenario clock): a
+/// source delete or a copy batch that stalls behind an autovacuum costs the schedule a
+/// turbine now and then.
 pub fn april_lease_only(o: &Outcome) {
     println!("april (lease only): {}", o.summary());
     assert_eq!(
@@ -113,13 +118,14 @@ pub fn april_lease_only(o: &Outcome) {
         ("box-2", 17),
         "box 2 wins the race with token 17"
     );
-    assert!(t < at("21:40:06"), "box 2 wins at 21:40 (got {t} ms)");
-    // DESIGN: 107. Measured on this 2-core machine while other builds ran: 102 to 107.
+    // DESIGN 21:40:00. Measured 21:40:00.9 to 21:40:02.7 (the start gate opens at the clock).
+    assert!(t < at("21:40:04"), "box 2 wins at 21:40 (got {t} ms)");
+    // DESIGN: 107 (the 107th copied, its source delete waits for the renewal). Measured 100 to 106.
     within(
         "turbines moved before the outage",
         o.f64("turbines_moved_before_first_vacancy"),
-        100.0,
-        108.0,
+        98.0,
+        107.0,
         o,
     );
     let grants = o.stats["grants"].as_array().map(|g| g.len()).unwrap_or(0);
@@ -132,19 +138,20 @@ pub fn april_lease_only(o: &Outcome) {
         ("box-3", 18),
         "box 3 takes over with token 18"
     );
+    // DESIGN 22:25:44. Measured 22:25:42.1 to 22:25:51.6.
     within(
         "takeover time (scenario ms)",
         takeover.2 as f64,
-        at("22:25:36") as f64,
-        at("22:26:00") as f64,
+        at("22:25:40") as f64,
+        at("22:25:56") as f64,
         o,
     );
-    // DESIGN: 34 s. Measured: 28 to 57 s.
+    // DESIGN: 34 s. Measured 27.0 to 39.1 s.
     within(
         "vacancy (longest window, s)",
         o.f64("vacancy_max_s"),
-        20.0,
-        60.0,
+        24.0,
+        44.0,
         o,
     );
     within(
@@ -152,9 +159,10 @@ pub fn april_lease_only(o: &Outcome) {
         o.stats["writes_after_expiry_s"]["box-2"]
             .as_f64()
             .unwrap_or(0.0),
-        // DESIGN: 71 s. Measured: 65 to 133 s (a slowed copy runs longer on a busy machine).
-        40.0,
-        140.0,
+        // DESIGN: 71 s (its slowed copy ends 22:26:21). Measured 79 to 100 s: the slowed
+        // copy takes 46 to 62 s here and its tidy-up delete commits 1 to 14 s after it starts.
+        60.0,
+        115.0,
         o,
     );
     let lost = o.stats["lost_turbines"]
@@ -163,6 +171,15 @@ pub fn april_lease_only(o: &Outcome) {
         .unwrap_or_default();
     assert_eq!(lost.len(), 1, "exactly one turbine lost whole: {lost:?}");
     assert!(o.classes().contains(&"lost-rows".to_string()));
+    // DESIGN: its seeded year too (15,768 rows at this scale) and every reading ingested
+    // before ~22:26:21. Measured: 17,155 to 17,166 rows in 7 of 8 runs; in one, box 3 was
+    // still copying when box 2's tidy-up ran and 14,004 were lost. At least half the year:
+    let rows_lost = o.stats["rows_lost"].as_u64().unwrap_or(0);
+    assert!(
+        rows_lost >= 15_768 / 2,
+        "the lost turbine's seeded year goes with it: {rows_lost} rows lost\n{}",
+        o.summary()
+    );
     assert!(
         o.history.contains("\"why\":\"tidy-up\""),
         "box 2's tidy-up delete is in the history"
@@ -190,12 +207,16 @@ pub fn april_fenced(o: &Outcome) {
         refused.contains("\"box-2\"") && refused.contains("\"token\":17"),
         "the refusal names box 2 and token 17: {refused}"
     );
-    // The half-copied duplicate (DESIGN) exists only when box 2's copy landed a batch
-    // before box 3 fenced its destination; on a busy machine box 2 can still be retrying
-    // its renewal then, and its first write is the refused one. Reported, not asserted.
-    println!(
-        "april (fencing on): duplicated readings {} (cleanup work)",
-        o.stats["duplicated_readings"]
+    // The half-copied duplicate (DESIGN): box 2 lands a page of AP-0161 on shard3 before box 3
+    // (polling at about 22:25:44) fences it; box 3's full copy then duplicates those rows.
+    // Measured: 3,154 to 20,501 duplicated readings in 4 of 4 fenced runs since box 3 was
+    // placed at 22:25:44 (before that, box 3 often fenced shard3 before box 2 wrote).
+    let duplicated = o.stats["duplicated_readings"].as_u64().unwrap_or(0);
+    println!("april (fencing on): duplicated readings {duplicated} (cleanup work)");
+    assert!(
+        duplicated > 0 && o.classes().contains(&"duplicated-rows".to_string()),
+        "box 2's half copy is reported as cleanup\n{}",
+        o.summary()
     );
     assert_eq!(o.stats["stale_writes_accepted"].as_u64(), Some(0));
 }

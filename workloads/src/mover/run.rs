@@ -356,10 +356,26 @@ impl Mover {
             }
         });
         let results = futures_util::future::join_all(attempts).await;
-        match results.into_iter().find_map(Result::err) {
-            Some(msg) => Err(msg),
-            None => Ok(()),
+        if let Some(msg) = results.into_iter().find_map(Result::err) {
+            return Err(msg);
         }
+        // Warm up: parse the hot statements now. A failure here (an old schema) is left
+        // for the real call to report in its own words.
+        let _ = self
+            .routing
+            .prepare_all(&[SQL_ACQUIRE, SQL_RENEW, SQL_WHO, SQL_PLAN])
+            .await;
+        let warm = self.shards.values_mut().map(|db| {
+            db.prepare_all(&[
+                SQL_EXISTS,
+                SQL_COUNT,
+                SQL_PAGE_FIRST,
+                SQL_PAGE_AFTER,
+                SQL_DELETE,
+            ])
+        });
+        futures_util::future::join_all(warm).await;
+        Ok(())
     }
 
     /// Poll `claim_acquire` every CHAOS_POLL_MS until it hands this box a token.
