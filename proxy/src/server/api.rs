@@ -500,13 +500,21 @@ async fn proxy_update(shared: &Shared, name: &str, body: &[u8]) -> Result<Resp, 
         },
     )
     .map_err(ApiErr::bad_body)?;
-    p.update(
-        shared,
-        input.listen,
-        input.upstream,
-        input.enabled.unwrap_or(p.enabled),
-    )
-    .await?;
+    let enabled = input.enabled.unwrap_or(p.enabled);
+    let same = input.listen == p.listen && input.upstream == p.upstream;
+    if p.enabled && !enabled && (same || !p.differs(&input.listen, &input.upstream).await?) {
+        // A plain disable: its connections close outside the collection's lock, so a
+        // database stop that cuts four links cuts them together.
+        let closing = p.begin_stop(shared);
+        let body = to_json(StatusCode::OK, &p.json());
+        drop(proxies);
+        if let Some(c) = closing {
+            c.wait().await;
+        }
+        return Ok(body);
+    }
+    p.update(shared, input.listen, input.upstream, enabled)
+        .await?;
     Ok(to_json(StatusCode::OK, &p.json()))
 }
 

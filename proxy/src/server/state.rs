@@ -92,6 +92,19 @@ struct Runner {
     handle: JoinHandle<()>,
 }
 
+/// A proxy's listener and connections on their way out.
+pub(crate) struct Closing(JoinHandle<()>);
+
+impl Closing {
+    /// Wait until they are gone (aborted after `STOP_TIMEOUT`).
+    pub(crate) async fn wait(self) {
+        let abort = self.0.abort_handle();
+        if tokio::time::timeout(STOP_TIMEOUT, self.0).await.is_err() {
+            abort.abort();
+        }
+    }
+}
+
 /// One proxy.
 pub(crate) struct ProxyEntry {
     pub name: String,
@@ -234,23 +247,24 @@ impl ProxyEntry {
 
     /// Close the listener and every open connection, and wait until they are gone.
     pub(crate) async fn stop(&mut self, shared: &Shared) {
+        if let Some(closing) = self.begin_stop(shared) {
+            closing.wait().await;
+        }
+    }
+
+    /// Mark the proxy disabled and tell its listener and connections to close; the caller
+    /// waits on the returned [`Closing`] (after releasing the proxy collection's lock, so
+    /// proxies disabled together close together, as Toxiproxy's per-proxy locks allow).
+    pub(crate) fn begin_stop(&mut self, shared: &Shared) -> Option<Closing> {
         self.enabled = false;
-        let Some(runner) = self.runner.take() else {
-            return;
-        };
+        let runner = self.runner.take()?;
         shared
             .runners
             .lock()
             .unwrap_or_else(|p| p.into_inner())
             .remove(&runner.id);
         let _ = runner.stop.send(());
-        let abort = runner.handle.abort_handle();
-        if tokio::time::timeout(STOP_TIMEOUT, runner.handle)
-            .await
-            .is_err()
-        {
-            abort.abort();
-        }
+        Some(Closing(runner.handle))
     }
 
     /// Toxiproxy's Differs: listen compared after resolving, upstream compared as text.
