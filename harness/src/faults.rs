@@ -109,7 +109,8 @@ impl Nemesis {
             // Twice the last start: a start that runs long still opens its links on time,
             // and one that is quick waits, unreachable, for the instant.
             (FaultKind::Stop { .. } | FaultKind::Crash { .. }, true) => {
-                PREPARE + 2 * self.cluster.lock().await.last_start(op.kind.target())
+                let c = self.cluster.lock().await;
+                PREPARE + (2 * c.last_start(op.kind.target())).max(c.start_lead_floor())
             }
             (FaultKind::Pause { .. } | FaultKind::Kill { .. } | FaultKind::Clock { .. }, _) => {
                 Duration::ZERO
@@ -143,9 +144,10 @@ impl Nemesis {
         type Done = Shared<futures_util::future::BoxFuture<'static, ()>>;
         let mut tasks = tokio::task::JoinSet::new();
         let mut last: std::collections::HashMap<String, Done> = Default::default();
+        // Chains in schedule order first, then work begins in wake order: a database start
+        // begun early must still wait for its stop, and must not wait behind other faults.
+        let mut plan = Vec::new();
         for op in schedule.ops.into_iter().skip(skip) {
-            let wake = self.wake(&op).await;
-            tokio::time::sleep_until(wake.into()).await;
             let keys = if op.links.is_empty() {
                 vec![op.kind.target().to_string()]
             } else {
@@ -157,6 +159,12 @@ impl Nemesis {
             for k in keys {
                 last.insert(k, done.clone());
             }
+            let wake = self.wake(&op).await;
+            plan.push((wake, op, before, tx));
+        }
+        plan.sort_by_key(|p| p.0);
+        for (wake, op, before, tx) in plan {
+            tokio::time::sleep_until(wake.into()).await;
             let me = self.clone();
             tasks.spawn(async move {
                 futures_util::future::join_all(before).await;

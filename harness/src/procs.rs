@@ -45,6 +45,24 @@ pub fn stop_now(pid: i32, sig: i32) {
 
 /// A free TCP port on 127.0.0.1 (bound, then released).
 pub fn free_port() -> std::io::Result<u16> {
-    let l = std::net::TcpListener::bind("127.0.0.1:0")?;
-    Ok(l.local_addr()?.port())
+    // The kernel may hand the same ephemeral port to two binds in a row once the first
+    // listener is closed; two nodes of one cluster then raced for one port (seen once: a
+    // shard's schema went to another shard). Never hand out a port twice in a process.
+    static GIVEN: std::sync::Mutex<Vec<u16>> = std::sync::Mutex::new(Vec::new());
+    let mut given = GIVEN.lock().unwrap_or_else(|p| p.into_inner());
+    for _ in 0..64 {
+        let l = std::net::TcpListener::bind("127.0.0.1:0")?;
+        let port = l.local_addr()?.port();
+        if !given.contains(&port) {
+            if given.len() >= 4096 {
+                given.remove(0);
+            }
+            given.push(port);
+            return Ok(port);
+        }
+    }
+    Err(std::io::Error::new(
+        std::io::ErrorKind::AddrInUse,
+        "64 binds in a row gave ports already handed out",
+    ))
 }
