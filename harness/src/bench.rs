@@ -27,6 +27,10 @@ pub struct BenchArgs {
     /// Rows per audit measurement (each path, each round).
     #[arg(long, default_value_t = 50_000)]
     rows: u64,
+    /// cluster: which backend's start to measure (docker: routing + 3 shards + the proxy
+    /// container, each answering).
+    #[arg(long, value_enum, default_value = "process")]
+    backend: crate::backend::BackendKind,
 }
 
 pub use crate::sweep::{sweep, SweepArgs};
@@ -41,8 +45,10 @@ pub async fn bench(a: BenchArgs) -> anyhow::Result<u8> {
     if a.what == "cluster" || a.what == "all" {
         let log_dir = std::env::temp_dir().join(format!("chaos-bench-{}", std::process::id()));
         std::fs::create_dir_all(&log_dir)?;
-        // The template is made once, outside the measurement.
-        crate::pg::PgInstall::find()?.template().await?;
+        // The template (process) or the images (docker) are made once, outside the measurement.
+        if a.backend == crate::backend::BackendKind::Process {
+            crate::pg::PgInstall::find()?.template().await?;
+        }
         let (mut starts, mut stops) = (vec![], vec![]);
         for i in 0..repeat {
             let spec = ClusterSpec {
@@ -57,15 +63,23 @@ pub async fn bench(a: BenchArgs) -> anyhow::Result<u8> {
                 run_id: format!("bench-{}-{i}", std::process::id()),
             };
             let t = Instant::now();
-            let mut c = ProcessCluster::start(&spec).await?;
+            let mut c = crate::backend::Cluster::start(a.backend, &spec).await?;
             starts.push(t.elapsed().as_secs_f64());
             let t = Instant::now();
             c.stop_all().await;
             stops.push(t.elapsed().as_secs_f64());
         }
         let _ = std::fs::remove_dir_all(&log_dir);
+        let what = match a.backend {
+            crate::backend::BackendKind::Process => {
+                "process backend, routing + 3 shards, template copy + start in parallel"
+            }
+            crate::backend::BackendKind::Docker => {
+                "docker backend, routing + 3 shards + proxy containers, each answering"
+            }
+        };
         println!(
-            "cluster (process backend, routing + 3 shards, template copy + start in parallel): start median {:.3} s (min {:.3}, max {:.3}); stop median {:.3} s; {repeat} runs",
+            "cluster ({what}): start median {:.3} s (min {:.3}, max {:.3}); stop median {:.3} s; {repeat} runs",
             median(starts.clone()),
             starts.iter().cloned().fold(f64::MAX, f64::min),
             starts.iter().cloned().fold(0.0, f64::max),

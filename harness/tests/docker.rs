@@ -107,13 +107,14 @@ fn tempdir(what: &str) -> PathBuf {
 }
 
 // April on docker with the process backend's figures (support/figures.rs) is not in the
-// suite: on this 2-core machine the docker run does not keep April's pace. Measured on a
-// quiet machine (2026-11-30, `target/release/chaos run april --backend docker`): wall 105 s
-// (cluster 6.6, seed 27.4 against 5 s on the process backend, scenario 54, final reads 13),
-// box 2 lost its lease at 21:43 because its copies overran, faults landed up to 2.7 s late,
-// 101 of 133 turbines unmoved at 23:10. The figure checks are written for both backends;
-// add `april_figures` tests here calling `figures::april_lease_only` once the docker run
-// keeps pace. Run it by hand:
+// suite: on this 2-core machine the docker run does not keep April's figures. Measured on a
+// quiet machine (2026-11-30, `target/release/chaos run april --backend docker`), with the
+// Postgres data on a volume (before that, fuse-overlayfs made seeding 27 s and the copies
+// overran): wall 52-54 s, 106-107 turbines before the outage, but restarting the stopped
+// routing container takes 0.8-1.0 s real (80-100 scenario s, longer than the 80 s window),
+// so the routing db is back at 22:26:09 and box 3 takes over at 22:26:18, not 22:25:44.
+// The figure checks are written for both backends; add tests here calling
+// `figures::april_lease_only` and `figures::april_fenced` once the restart fits. By hand:
 //   target/release/chaos run april --backend docker --expect invalid
 
 #[test]
