@@ -329,6 +329,10 @@ impl Nemesis {
                     .cut_node(held, target)
                     .await
                     .map_err(|e| format!("cutting the links to {target}: {e}"))?;
+                if links == 0 {
+                    // Nothing was held until the instant: wait for it here.
+                    tokio::time::sleep_until(at.into()).await;
+                }
                 let landed = held.landed();
                 invoke.fire();
                 let began = Instant::now();

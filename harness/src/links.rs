@@ -85,7 +85,7 @@ impl Links {
         self.listen.lock().unwrap().get(link).cloned()
     }
 
-    /// The client, or one whose changes land at `at` (see [`ToxiproxyClient::held_until`]).
+    /// The proxy client; `held_until` on it makes a clone whose changes land at an instant.
     pub fn client(&self) -> &ToxiproxyClient {
         &self.client
     }

@@ -211,7 +211,7 @@ pub async fn run(opts: &RunOptions) -> anyhow::Result<RunOutcome> {
     let proxy_api = opts.toxiproxy.clone().or_else(|| cluster.proxy_api());
     let links = Arc::new(Links::start(proxy_api.as_deref()).await?);
     for (i, link) in topology.links().iter().enumerate() {
-        let node = link.split_once("->").expect("links have arrows").1;
+        let node = crate::links::link_target(link);
         links
             .add(link, &cluster.link_listen(link, i), &cluster.upstream(node))
             .await?;

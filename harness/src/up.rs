@@ -65,7 +65,7 @@ pub async fn up(a: UpArgs) -> anyhow::Result<u8> {
     .await?;
     let links = Links::start(None).await?;
     for link in scenario.topology().links() {
-        let node = link.split_once("->").expect("arrow").1;
+        let node = crate::links::link_target(&link);
         links
             .add(&link, "127.0.0.1:0", &cluster.upstream(node))
             .await?;
