@@ -7,10 +7,10 @@
 //! source delete racing the ingest on a 2-core machine was measured at up to
 //! 10 scenario s), batches that stalled while the machine was busy (a copy
 //! overran by 14 scenario s while a vacuum ran). A link slowed for the
-//! whole copy (a latency fault) makes every batch longer than its slot, so
-//! nothing is slept and the copy takes as long as its work: a slow link
-//! makes a slow copy, and the next turbine starts after it, not at the
-//! cursor.
+//! whole copy (a latency or bandwidth fault) makes every batch longer than
+//! its slot, so nothing is slept and the copy takes as long as its work: a
+//! slow link makes a slow copy. The next turbine catches up what it overran
+//! by if that is under one copy time, and starts fresh after it otherwise.
 
 use std::time::Duration;
 
