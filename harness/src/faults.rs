@@ -112,6 +112,8 @@ impl Nemesis {
                 let c = self.cluster.lock().await;
                 PREPARE + (2 * c.last_start(op.kind.target())).max(c.start_lead_floor())
             }
+            // A restarted mover is started ahead and held at its gate (connected).
+            (FaultKind::Kill { .. }, true) => PREPARE + self.movers.prepare_lead(),
             (FaultKind::Pause { .. } | FaultKind::Kill { .. } | FaultKind::Clock { .. }, _) => {
                 Duration::ZERO
             }
@@ -264,7 +266,9 @@ impl Nemesis {
             (&op.kind, op.heal),
             (FaultKind::Stop { .. } | FaultKind::Crash { .. }, _)
         ) || !op.links.is_empty();
-        if !proxied {
+        // A restarted mover waits for its instant itself, once started and held at its gate.
+        let restart = matches!((&op.kind, op.heal), (FaultKind::Kill { .. }, true));
+        if !proxied && !restart {
             tokio::time::sleep_until(at.into()).await;
             invoke.fire();
         }
@@ -311,11 +315,19 @@ impl Nemesis {
                     }
                     tokio::time::sleep(Duration::from_millis(5)).await;
                 }
-                self.movers
-                    .spawn(target)
-                    .await
-                    .map(|_| (Value::Null, None))
-                    .map_err(|e| e.to_string())
+                // Started now and held at its gate; let go at the instant. A mover that
+                // cannot be prepared is started at the instant instead (spawn starts one).
+                if let Err(e) = self.movers.prepare(target).await {
+                    eprintln!("chaos: {target}: could not start ahead of its restart: {e}");
+                }
+                tokio::time::sleep_until(at.into()).await;
+                invoke.fire();
+                let began = Instant::now();
+                self.movers.spawn(target).await.map_err(|e| e.to_string())?;
+                Ok((
+                    json!({ "spawn_real_us": began.elapsed().as_micros() as u64 }),
+                    Some(Instant::now()),
+                ))
             }
             (FaultKind::Stop { .. } | FaultKind::Crash { .. }, false) => {
                 // Its clients lose the database at the instant (the links are cut), then

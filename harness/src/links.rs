@@ -2,7 +2,7 @@
 
 use crate::scenario::Scenario;
 use chaos_nemesis::{FaultKind, Stream};
-use chaos_proxy::{ProxyServer, ToxiproxyClient};
+use chaos_proxy::{ProxyThread, ToxiproxyClient};
 use serde_json::{json, Value};
 use std::collections::{BTreeMap, BTreeSet};
 use std::net::SocketAddr;
@@ -15,7 +15,7 @@ pub fn proxy_name(link: &str) -> String {
 
 pub struct Links {
     client: ToxiproxyClient,
-    embedded: Mutex<Option<ProxyServer>>,
+    embedded: Mutex<Option<ProxyThread>>,
     /// Link name -> the address clients connect to.
     listen: Mutex<BTreeMap<String, String>>,
     /// Links a `down` fault holds down (a node's restart must not bring them up).
@@ -36,7 +36,9 @@ impl Links {
         let (embedded, api) = match external {
             Some(addr) => (None, addr.to_string()),
             None => {
-                let server = chaos_proxy::start("127.0.0.1:0".parse::<SocketAddr>()?).await?;
+                // Its own two threads: a fault's change must not wait behind the ingest.
+                let server =
+                    chaos_proxy::start_on_own_threads("127.0.0.1:0".parse::<SocketAddr>()?, 2)?;
                 let api = server.api_addr().to_string();
                 (Some(server), api)
             }

@@ -70,6 +70,20 @@ impl Movers {
     }
 
     /// Start one box's mover and the task that reads its output and reaps it.
+    /// Start `box_name`'s mover held at its gate, so a `spawn` at the instant only lets it go.
+    pub async fn prepare(&self, box_name: &str) -> anyhow::Result<()> {
+        let spec = self
+            .specs
+            .get(box_name)
+            .ok_or_else(|| anyhow::anyhow!("unknown box {box_name}"))?;
+        self.launcher.prepare(spec).await
+    }
+
+    /// See [`Launcher::prepare_lead`].
+    pub fn prepare_lead(&self) -> std::time::Duration {
+        self.launcher.prepare_lead()
+    }
+
     pub async fn spawn(self: &Arc<Self>, box_name: &str) -> anyhow::Result<()> {
         let spec = self
             .specs

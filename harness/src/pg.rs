@@ -157,6 +157,7 @@ impl PgInstall {
     /// A command for one of the server binaries, run as the unprivileged user when root.
     pub fn command(&self, program: &str) -> Command {
         let mut cmd = Command::new(self.bindir.join(program));
+        crate::procs::started_priority(&mut cmd);
         if let Some((uid, gid)) = self.run_as {
             cmd.uid(uid).gid(gid);
         }
@@ -347,6 +348,8 @@ pub fn server_settings(port: u16, listen: &str) -> Vec<String> {
         "max_wal_size=1GB".into(),
         // Scaled with the scenario clock: see the readings table's settings in workloads/sql/shard.sql.
         "autovacuum_naptime=1s".into(),
+        // Each autovacuum in the node's log (a slow existence-check walk is read against them).
+        "log_autovacuum_min_duration=0".into(),
         "log_line_prefix=%m [%p] %a ".into(),
         "log_min_messages=warning".into(),
         "log_min_error_statement=panic".into(),

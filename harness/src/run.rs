@@ -381,8 +381,11 @@ pub async fn run(opts: &RunOptions) -> anyhow::Result<RunOutcome> {
         t0,
     );
     let initial = nemesis.apply_initial(&schedule).await;
-    for b in movers.boxes() {
-        movers.spawn(&b).await?;
+    // Every gate at once: one after another put the last box milliseconds (scenario seconds)
+    // behind the first.
+    let boxes = movers.boxes();
+    for r in futures_util::future::join_all(boxes.iter().map(|b| movers.spawn(b))).await {
+        r?;
     }
     let nemesis_task = tokio::spawn(nemesis.clone().run(schedule.clone(), initial));
     let stop_ingest = Arc::new(AtomicBool::new(false));

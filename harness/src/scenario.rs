@@ -5,6 +5,12 @@ use chaos_nemesis::{Fault, FaultKind, RandomProfile, Topology};
 use serde::{Deserialize, Serialize};
 use std::path::{Path, PathBuf};
 
+/// The least real time a generated database stop or crash, or mover kill, lasts (see
+/// `chaos_nemesis::RandomProfile::restart_min_ms`): Postgres restarted in 50-110 ms after a
+/// crash here and a start begins ahead of its instant by twice the last start; a killed mover
+/// is started again (connected, held at its gate) ahead of its restart.
+pub const RESTART_FLOOR_REAL_MS: f64 = 300.0;
+
 /// A scenario file that cannot be used, said in one line naming the file and the field.
 #[derive(Debug, thiserror::Error)]
 pub enum ScenarioError {
@@ -464,8 +470,12 @@ pub fn validate(file: ScenarioFile, path: &Path) -> Result<Scenario, ScenarioErr
     }
     let topology = Topology::new(c.boxes, c.shards);
     if let Some(profile) = &file.nemesis.random {
-        let generated = chaos_nemesis::generate(file.seed, profile, &topology, start_ms, end_ms)
-            .map_err(|m| field("nemesis.random", m))?;
+        // A generated stop, crash or kill lasts at least RESTART_FLOOR_REAL_MS of real time,
+        // so the database or mover is back in time for its start to land on its instant.
+        let floor_ms = (RESTART_FLOOR_REAL_MS * 1000.0 / file.time_scale_ms).round() as i64;
+        let generated =
+            chaos_nemesis::generate(file.seed, profile, &topology, start_ms, end_ms, floor_ms)
+                .map_err(|m| field("nemesis.random", m))?;
         faults.extend(generated);
     }
     chaos_nemesis::expand(&faults, &topology, start_ms, end_ms, ScenarioClock::format)

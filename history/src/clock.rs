@@ -73,8 +73,9 @@ impl ScenarioClock {
     pub fn format(scenario_ms: i64) -> String {
         let day = scenario_ms.rem_euclid(DAY_MS);
         let (h, m) = (day / 3_600_000, (day / 60_000) % 60);
-        let s = (day % 60_000) as f64 / 1000.0;
-        format!("{h:02}:{m:02}:{s:04.1}")
+        // Tenths cut, not rounded, as a clock reads: rounding showed 59.96 s as "60.0".
+        let tenths = (day % 60_000) / 100;
+        format!("{h:02}:{m:02}:{:02}.{}", tenths / 10, tenths % 10)
     }
 
     /// Parse `HH:MM:SS` or `HH:MM:SS.mmm` into ms since midnight.
@@ -119,6 +120,14 @@ mod tests {
             ScenarioClock::format(c.scenario_ms_at_run_ns(2_675 * 10_000_000)),
             "22:24:35.0"
         );
+    }
+
+    #[test]
+    fn a_time_just_short_of_a_minute_stays_in_its_minute() {
+        // 22:25:59.96 once printed as "22:25:60.0".
+        assert_eq!(ScenarioClock::format(80_759_960), "22:25:59.9");
+        assert_eq!(ScenarioClock::format(80_760_000), "22:26:00.0");
+        assert_eq!(ScenarioClock::format(80_735_049), "22:25:35.0");
     }
 
     #[test]

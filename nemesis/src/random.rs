@@ -66,6 +66,12 @@ pub struct RandomProfile {
     pub duration_ms: [i64; 2],
     #[serde(default = "default_latency")]
     pub latency_ms: [i64; 2],
+    /// The least a stop, crash or kill lasts. A database takes its own time to start again
+    /// (about 100 real ms after a crash here), a mover to start and connect (tens of ms), and
+    /// a window shorter than that cannot end on time.
+    /// Unset: the caller's floor (`generate`'s `restart_floor_ms`: 300 real ms in scenario ms).
+    #[serde(default)]
+    pub restart_min_ms: Option<i64>,
 }
 
 fn default_latency() -> [i64; 2] {
@@ -86,12 +92,14 @@ pub const RANDOM_FAULT_KINDS: &[&str] = &[
 
 /// Draw faults from `profile` between `start_ms` and `end_ms`. Every fault
 /// has a duration and ends before `end_ms`, so each is healed in the run.
+/// `restart_floor_ms`: the least a stop or crash lasts when the profile does not say.
 pub fn generate(
     seed: u64,
     profile: &RandomProfile,
     topology: &Topology,
     start_ms: i64,
     end_ms: i64,
+    restart_floor_ms: i64,
 ) -> Result<Vec<Fault>, String> {
     for k in &profile.faults {
         if !RANDOM_FAULT_KINDS.contains(&k.as_str()) {
@@ -113,6 +121,10 @@ pub fn generate(
             return Err(format!("nemesis.random.{name} must be [low, high] with 0 <= low <= high (got [{lo}, {hi}])"));
         }
     }
+    if profile.restart_min_ms.is_some_and(|m| m < 0) {
+        return Err("nemesis.random.restart_min_ms must be 0 or more".into());
+    }
+    let restart_min = profile.restart_min_ms.unwrap_or(restart_floor_ms).max(0);
     if profile.interval_ms[1] == 0 {
         return Err("nemesis.random.interval_ms must allow a gap above 0".into());
     }
@@ -121,10 +133,14 @@ pub fn generate(
     let mut t = start_ms + rng.range(profile.interval_ms[0], profile.interval_ms[1]);
     // A limit on everything: at most 10,000 generated faults.
     while t < end_ms && faults.len() < 10_000 {
-        let duration = rng
-            .range(profile.duration_ms[0], profile.duration_ms[1])
-            .min(end_ms - t);
+        let drawn = rng.range(profile.duration_ms[0], profile.duration_ms[1]);
         let kind = rng.pick(&profile.faults).clone();
+        let drawn = if matches!(kind.as_str(), "stop" | "crash" | "kill") {
+            drawn.max(restart_min)
+        } else {
+            drawn
+        };
+        let duration = drawn.min(end_ms - t);
         let spread = match profile.targets {
             TargetSpread::Mixed => {
                 *rng.pick(&[TargetSpread::One, TargetSpread::Minority, TargetSpread::All])
@@ -211,15 +227,16 @@ mod tests {
             interval_ms: [10_000, 60_000],
             duration_ms: [5_000, 30_000],
             latency_ms: [100, 2_000],
+            restart_min_ms: None,
         }
     }
 
     #[test]
     fn the_same_seed_gives_the_same_schedule() {
         let t = Topology::new(4, 3);
-        let a = generate(7, &profile(), &t, 0, 3_600_000).unwrap();
-        let b = generate(7, &profile(), &t, 0, 3_600_000).unwrap();
-        let c = generate(8, &profile(), &t, 0, 3_600_000).unwrap();
+        let a = generate(7, &profile(), &t, 0, 3_600_000, 0).unwrap();
+        let b = generate(7, &profile(), &t, 0, 3_600_000, 0).unwrap();
+        let c = generate(8, &profile(), &t, 0, 3_600_000, 0).unwrap();
         assert!(!a.is_empty());
         assert_eq!(a, b);
         assert_ne!(a, c);
@@ -229,7 +246,7 @@ mod tests {
     fn every_generated_fault_heals_inside_the_window() {
         let t = Topology::new(4, 3);
         for seed in 0..50 {
-            for f in generate(seed, &profile(), &t, 1_000, 600_000).unwrap() {
+            for f in generate(seed, &profile(), &t, 1_000, 600_000, 20_000).unwrap() {
                 assert!(
                     f.at_ms >= 1_000 && f.at_ms + f.duration_ms.unwrap() <= 600_000,
                     "{f:?}"
@@ -239,10 +256,33 @@ mod tests {
     }
 
     #[test]
+    fn a_database_stop_lasts_at_least_the_restart_floor() {
+        let t = Topology::new(4, 3);
+        let mut stops = 0;
+        for seed in 0..50 {
+            for f in generate(seed, &profile(), &t, 0, 3_600_000, 20_000).unwrap() {
+                // Only the run's end may cut one short (every fault heals inside the window).
+                if matches!(f.kind, FaultKind::Stop { .. }) && f.at_ms + 20_000 <= 3_600_000 {
+                    stops += 1;
+                    assert!(f.duration_ms.unwrap() >= 20_000, "{f:?}");
+                }
+            }
+        }
+        assert!(stops > 0, "the profile draws stops");
+        let mut p = profile();
+        p.restart_min_ms = Some(25_000);
+        for f in generate(3, &p, &t, 0, 3_600_000, 20_000).unwrap() {
+            if matches!(f.kind, FaultKind::Stop { .. }) && f.at_ms + 25_000 <= 3_600_000 {
+                assert!(f.duration_ms.unwrap() >= 25_000, "{f:?}");
+            }
+        }
+    }
+
+    #[test]
     fn an_unknown_kind_is_refused() {
         let mut p = profile();
         p.faults.push("meteor".into());
-        assert!(generate(1, &p, &Topology::new(4, 3), 0, 10)
+        assert!(generate(1, &p, &Topology::new(4, 3), 0, 10, 0)
             .unwrap_err()
             .contains("meteor"));
     }

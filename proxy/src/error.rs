@@ -22,6 +22,8 @@ pub enum ProxyError {
     Histogram(String),
     #[error("timed out: {0}")]
     Timeout(&'static str),
+    #[error("cannot start the proxy's own runtime thread: {0}")]
+    Runtime(std::io::Error),
 }
 
 /// Errors from [`crate::client::ToxiproxyClient`].

@@ -4,13 +4,14 @@ pub mod bench;
 pub mod client;
 pub mod error;
 pub mod model;
+pub mod realtime;
 pub mod server;
 
 pub use bench::{bench, BenchOptions, BenchReport};
 pub use client::ToxiproxyClient;
 pub use error::{ClientError, ProxyError};
 pub use model::{ProxyInfo, ProxySpec, Stream, ToxicInfo};
-pub use server::{serve_forever, start, ProxyServer};
+pub use server::{serve_forever, start, start_on_own_threads, ProxyServer, ProxyThread};
 
 /// The version `/version` reports, e.g. for `chaos --version` output.
 pub fn version() -> &'static str {

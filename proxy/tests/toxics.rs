@@ -331,3 +331,65 @@ async fn toxicity_zero_is_a_noop_and_slow_close_delays_close() {
     assert!(took >= Duration::from_millis(280), "closed after {took:?}");
     f.server.shutdown().await;
 }
+
+/// A held change lands at its instant, not before: the request is connected and written but
+/// for its last byte ahead of time. Down cuts an open connection; a held heal removes the
+/// toxic and enables the proxy together; a held change to an unknown proxy fails as the API said.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn held_changes_land_at_their_instant() {
+    let f = fixture().await;
+    let mut s = connect(&f.listen).await;
+    round_trip(&mut s, b"ping").await;
+    f.client
+        .latency("pg", Stream::Downstream, 30, 0)
+        .await
+        .unwrap();
+    let at = Instant::now() + Duration::from_millis(150);
+    let held = f.client.held_until(at, None, None);
+    let down = tokio::spawn({
+        let held = held.clone();
+        async move { held.down("pg").await }
+    });
+    tokio::time::sleep(Duration::from_millis(60)).await;
+    assert!(
+        f.client.get("pg").await.unwrap().enabled,
+        "a change held until later is not applied early"
+    );
+    let p = down.await.unwrap().unwrap();
+    assert!(!p.enabled);
+    let landed = held.landed().expect("the change was answered");
+    assert!(landed >= at, "landed {:?} before its instant", at - landed);
+    println!(
+        "held down landed {} µs after its instant",
+        landed.duration_since(at).as_micros()
+    );
+    assert!(
+        matches!(
+            read_outcome(&mut s, Duration::from_secs(2)).await,
+            ReadOutcome::Eof | ReadOutcome::Error(_)
+        ),
+        "down cut the open connection"
+    );
+    let at = Instant::now() + Duration::from_millis(50);
+    let healed = f
+        .client
+        .held_until(at, None, None)
+        .heal("pg")
+        .await
+        .unwrap();
+    assert!(Instant::now() >= at);
+    assert!(healed.enabled && healed.toxics.is_empty(), "{healed:?}");
+    let mut s = connect(&f.listen).await;
+    round_trip(&mut s, b"back").await;
+    let err = f
+        .client
+        .held_until(Instant::now(), None, None)
+        .down("ghost")
+        .await
+        .unwrap_err();
+    assert!(
+        matches!(err, ClientError::Api { status: 404, .. }),
+        "unknown proxy: {err:?}"
+    );
+    f.server.shutdown().await;
+}

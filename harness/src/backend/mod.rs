@@ -151,13 +151,11 @@ impl Cluster {
         }
     }
 
-    /// The least a database start is begun ahead of its instant: restarting a stopped
-    /// container took 0.8 s on our docker engine (fuse-overlayfs), far longer than its
-    /// first start, which is all `last_start` knows before the first restart.
+    /// The least a database start is begun ahead of its instant (see the docker backend's).
     pub fn start_lead_floor(&self) -> Duration {
         match self {
             Cluster::Process(_) => Duration::ZERO,
-            Cluster::Docker(_) => Duration::from_millis(1000),
+            Cluster::Docker(c) => c.start_lead_floor(),
         }
     }
 
@@ -202,6 +200,23 @@ pub enum Launcher {
 }
 
 impl Launcher {
+    /// Start one mover now, held at its gate (connected), for a `spawn` later to let go.
+    pub async fn prepare(&self, spec: &MoverSpec) -> anyhow::Result<()> {
+        match self {
+            Launcher::Process(l) => l.prepare_all(std::slice::from_ref(spec)).await,
+            Launcher::Docker(l) => l.prepare(spec).await,
+        }
+    }
+
+    /// How long ahead of its instant a restarted mover is prepared: a process starts and
+    /// connects in tens of ms, a container in about a second.
+    pub fn prepare_lead(&self) -> std::time::Duration {
+        match self {
+            Launcher::Process(_) => std::time::Duration::from_millis(200),
+            Launcher::Docker(_) => std::time::Duration::from_millis(2500),
+        }
+    }
+
     pub async fn spawn(&self, spec: &MoverSpec) -> anyhow::Result<(Mover, MoverStdout)> {
         match self {
             Launcher::Process(l) => {

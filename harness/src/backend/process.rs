@@ -189,8 +189,9 @@ impl ProcessLauncher {
                     },
                 )
             });
+        let ready = futures_util::future::join_all(waits).await;
         let mut prepared = self.prepared.lock().unwrap();
-        for (name, p) in futures_util::future::join_all(waits).await {
+        for (name, p) in ready {
             prepared.insert(name, p);
         }
         Ok(())
@@ -265,6 +266,7 @@ impl ProcessMover {
             .stderr(log)
             .kill_on_drop(true);
         procs::own_group(&mut cmd);
+        procs::started_priority(&mut cmd);
         procs::die_with_parent(&mut cmd);
         let mut child = cmd
             .spawn()

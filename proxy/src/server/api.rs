@@ -49,6 +49,9 @@ pub(crate) async fn serve_api(
                     if conns.len() >= MAX_API_CONNS {
                         continue;
                     }
+                    // Answers go out at once: with Nagle a second small write (hyper's body
+                    // after its head) waits for the client's ACK.
+                    let _ = stream.set_nodelay(true);
                     let shared = shared.clone();
                     conns.spawn(async move {
                         let svc = hyper::service::service_fn(move |req| {
@@ -503,15 +506,10 @@ async fn proxy_update(shared: &Shared, name: &str, body: &[u8]) -> Result<Resp, 
     let enabled = input.enabled.unwrap_or(p.enabled);
     let same = input.listen == p.listen && input.upstream == p.upstream;
     if p.enabled && !enabled && (same || !p.differs(&input.listen, &input.upstream).await?) {
-        // A plain disable: its connections close outside the collection's lock, so a
-        // database stop that cuts four links cuts them together.
-        let closing = p.begin_stop(shared);
-        let body = to_json(StatusCode::OK, &p.json());
-        drop(proxies);
-        if let Some(c) = closing {
-            c.wait().await;
-        }
-        return Ok(body);
+        // A plain disable: the listener and every connection are cut in this call, before it
+        // answers (as Toxiproxy closes them); the tasks wind down after.
+        p.disable(shared);
+        return Ok(to_json(StatusCode::OK, &p.json()));
     }
     p.update(shared, input.listen, input.upstream, enabled)
         .await?;

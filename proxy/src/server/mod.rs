@@ -50,9 +50,89 @@ pub async fn start(listen: SocketAddr) -> Result<ProxyServer, ProxyError> {
     })
 }
 
+/// A server on threads of its own (a runtime with `threads` workers), so its API and its
+/// forwarding never wait behind the embedding program's work: in the harness, on a loaded
+/// 2-core machine, a fault's HTTP change waited up to 8 ms for a worker busy with the ingest or
+/// the history. Stopped by [`ProxyThread::shutdown`], or by dropping it.
+pub struct ProxyThread {
+    api_addr: SocketAddr,
+    stop: Option<oneshot::Sender<()>>,
+    done: Option<oneshot::Receiver<()>>,
+}
+
+/// Start a server on its own runtime and threads (named `chaos-proxy`), each asking for a
+/// real-time priority ([`crate::realtime::raise_current_thread`]) where permitted.
+pub fn start_on_own_threads(listen: SocketAddr, threads: usize) -> Result<ProxyThread, ProxyError> {
+    let rt = tokio::runtime::Builder::new_multi_thread()
+        .worker_threads(threads.max(1))
+        .thread_name("chaos-proxy")
+        .on_thread_start(|| {
+            crate::realtime::raise_current_thread();
+        })
+        .enable_all()
+        .build()
+        .map_err(ProxyError::Runtime)?;
+    let (addr_tx, addr_rx) = std::sync::mpsc::channel();
+    let (stop_tx, stop_rx) = oneshot::channel::<()>();
+    let (done_tx, done_rx) = oneshot::channel::<()>();
+    std::thread::Builder::new()
+        .name("chaos-proxy-main".into())
+        .spawn(move || {
+            rt.block_on(async move {
+                let server = match start(listen).await {
+                    Ok(s) => s,
+                    Err(e) => {
+                        let _ = addr_tx.send(Err(e));
+                        return;
+                    }
+                };
+                let _ = addr_tx.send(Ok(server.api_addr()));
+                // Ends on shutdown, or when the handle is dropped.
+                let _ = stop_rx.await;
+                server.shutdown().await;
+            });
+            drop(rt);
+            let _ = done_tx.send(());
+        })
+        .map_err(ProxyError::Runtime)?;
+    let api_addr = addr_rx
+        .recv()
+        .map_err(|_| ProxyError::Runtime(std::io::Error::other("the proxy thread ended")))??;
+    Ok(ProxyThread {
+        api_addr,
+        stop: Some(stop_tx),
+        done: Some(done_rx),
+    })
+}
+
+impl ProxyThread {
+    pub fn api_addr(&self) -> SocketAddr {
+        self.api_addr
+    }
+
+    /// Close every listener and connection, and wait until the threads are gone.
+    pub async fn shutdown(mut self) {
+        if let Some(tx) = self.stop.take() {
+            let _ = tx.send(());
+        }
+        if let Some(done) = self.done.take() {
+            let _ = tokio::time::timeout(SHUTDOWN_TIMEOUT * 2, done).await;
+        }
+    }
+}
+
+impl Drop for ProxyThread {
+    fn drop(&mut self) {
+        // The server's thread shuts it down (every listener and connection closed) and exits.
+        if let Some(tx) = self.stop.take() {
+            let _ = tx.send(());
+        }
+    }
+}
+
 /// Standalone mode (`chaos proxy --listen ADDR`): serve until Ctrl-C, then shut down.
 pub async fn serve_forever(listen: SocketAddr) -> Result<(), ProxyError> {
-    let server = start(listen).await?;
+    let server = start_on_own_threads(listen, 2)?;
     eprintln!(
         "chaos-proxy: Toxiproxy-compatible API on http://{}",
         server.api_addr()

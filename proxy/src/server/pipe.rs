@@ -71,6 +71,7 @@ impl ConnEnd {
 /// (aborting drops both sockets, which is how `enabled: false` cuts connections).
 pub(crate) async fn run_connection(
     mut client: TcpStream,
+    sockets: std::sync::Arc<super::state::Sockets>,
     upstream: String,
     up_chain: watch::Receiver<Chain>,
     down_chain: watch::Receiver<Chain>,
@@ -84,6 +85,11 @@ pub(crate) async fn run_connection(
     // Go sets TCP_NODELAY on every TCP connection; without it Nagle would add latency to small writes.
     let _ = client.set_nodelay(true);
     let _ = server.set_nodelay(true);
+    // A disable shuts both sockets down from the API call (state::Sockets); dropped at the end.
+    let _registered = {
+        use std::os::fd::AsFd;
+        sockets.register(&[client.as_fd(), server.as_fd()])
+    };
     let end = ConnEnd {
         state: AtomicU8::new(END_NONE),
         notify: Notify::new(),
