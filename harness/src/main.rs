@@ -190,22 +190,8 @@ async fn main_inner(cli: Cli) -> anyhow::Result<u8> {
     }
 }
 
-fn main() -> ExitCode {
-    // Before the runtime's threads exist, so they all inherit it (see procs::raise_priority).
-    chaos_harness::procs::raise_priority();
-    match tokio::runtime::Builder::new_multi_thread()
-        .enable_all()
-        .build()
-    {
-        Ok(rt) => rt.block_on(async_main()),
-        Err(e) => {
-            eprintln!("chaos: cannot start the async runtime: {e}");
-            ExitCode::from(2)
-        }
-    }
-}
-
-async fn async_main() -> ExitCode {
+#[tokio::main]
+async fn main() -> ExitCode {
     let cli = Cli::parse();
     // Ctrl-C or SIGTERM drops the whole run: every server, proxy and mover is
     // stopped by its owner's Drop before the process exits.

@@ -157,7 +157,6 @@ impl PgInstall {
     /// A command for one of the server binaries, run as the unprivileged user when root.
     pub fn command(&self, program: &str) -> Command {
         let mut cmd = Command::new(self.bindir.join(program));
-        crate::procs::started_priority(&mut cmd);
         if let Some((uid, gid)) = self.run_as {
             cmd.uid(uid).gid(gid);
         }

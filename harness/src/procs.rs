@@ -1,65 +1,6 @@
 //! Child processes that cannot outlive the harness: parent-death signals, process groups, and a stop that waits.
 
-use std::sync::atomic::{AtomicI32, Ordering};
 use std::time::{Duration, Instant};
-
-/// The nice value the harness asks for: its nemesis, proxy and ingest run ahead of the system
-/// under test on a machine they share, so a fault lands at its instant and the proxy adds
-/// little (Jepsen gets the same from a control node of its own).
-pub const HARNESS_NICE: i32 = -10;
-
-/// The nice value the harness was started with: every child gets it back.
-static STARTED_NICE: AtomicI32 = AtomicI32::new(0);
-
-/// Call first thing in `main`, before any thread exists (a thread inherits its creator's nice
-/// value; on Linux `setpriority` sets the calling thread's). Lowers the harness's nice value to
-/// `HARNESS_NICE` where permitted (root or CAP_SYS_NICE) and returns the value in effect.
-pub fn raise_priority() -> i32 {
-    // SAFETY: plain syscalls on the calling thread; errno is read right after.
-    unsafe {
-        *libc::__errno_location() = 0;
-        let was = libc::getpriority(libc::PRIO_PROCESS, 0);
-        let was = if *libc::__errno_location() != 0 {
-            0
-        } else {
-            was
-        };
-        STARTED_NICE.store(was, Ordering::SeqCst);
-        if was > HARNESS_NICE && libc::setpriority(libc::PRIO_PROCESS, 0, HARNESS_NICE) == 0 {
-            HARNESS_NICE
-        } else {
-            was
-        }
-    }
-}
-
-/// The nice value the harness runs at (after `raise_priority`).
-pub fn harness_nice() -> i32 {
-    // SAFETY: as above.
-    unsafe {
-        *libc::__errno_location() = 0;
-        let n = libc::getpriority(libc::PRIO_PROCESS, 0);
-        if *libc::__errno_location() != 0 {
-            0
-        } else {
-            n
-        }
-    }
-}
-
-/// Give the child the nice value the harness was started with, not the harness's raised one:
-/// the system under test (servers, movers) runs as it would without the harness.
-pub fn started_priority(cmd: &mut tokio::process::Command) {
-    let nice = STARTED_NICE.load(Ordering::SeqCst);
-    // SAFETY: setpriority is a plain syscall; nothing allocates. Raising a nice value is
-    // always permitted, so this cannot fail for a harness that lowered its own.
-    unsafe {
-        cmd.pre_exec(move || {
-            libc::setpriority(libc::PRIO_PROCESS, 0, nice);
-            Ok(())
-        });
-    }
-}
 
 /// Ask the kernel to SIGKILL the child when the harness dies, even by SIGKILL.
 /// The uid change (when root) happens before this hook runs in std, and a

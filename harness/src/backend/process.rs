@@ -266,7 +266,6 @@ impl ProcessMover {
             .stderr(log)
             .kill_on_drop(true);
         procs::own_group(&mut cmd);
-        procs::started_priority(&mut cmd);
         procs::die_with_parent(&mut cmd);
         let mut child = cmd
             .spawn()
