@@ -285,6 +285,17 @@ impl Ctx {
         })
     }
 
+    /// One POST as a change: held until its instant as raw HTTP (see [`Ctx::send_held`]),
+    /// or sent now.
+    fn post_change(&self, path: &str, body: Value, hold: &Hold) -> Result<(), ClientError> {
+        if hold.until.is_some() {
+            self.send_held(&[("POST", path.to_string(), Some(body))], hold)?;
+        } else {
+            hold.change(|| self.send(Method::POST, path, Some(&body)))?;
+        }
+        Ok(())
+    }
+
     /// Raw request; non-2xx answers become [`ClientError::Api`].
     fn send(
         &self,
@@ -346,11 +357,7 @@ impl Ctx {
         if existing.is_some_and(|t| t.kind == kind) {
             // Update in place rather than delete+create: no window where the fault is lifted.
             let body = json!({"attributes": attr_json, "toxicity": 1.0});
-            if hold.until.is_some() {
-                self.send_held(&[("POST", toxic_path.clone(), Some(body))], hold)?;
-            } else {
-                hold.change(|| self.send(Method::POST, &toxic_path, Some(&body)))?;
-            }
+            self.post_change(&toxic_path, body, hold)?;
         } else {
             if existing.is_some() {
                 // A hand-made toxic squatting on the name: remove it so ours can be created.
@@ -370,11 +377,7 @@ impl Ctx {
                     let body = json!({"name": name, "type": kind, "stream": stream.as_str(),
                                       "toxicity": 1.0, "attributes": attr_json});
                     let path = format!("/proxies/{proxy}/toxics");
-                    if hold.until.is_some() {
-                        self.send_held(&[("POST", path, Some(body))], hold)?;
-                    } else {
-                        hold.change(|| self.send(Method::POST, &path, Some(&body)))?;
-                    }
+                    self.post_change(&path, body, hold)?;
                 }
             }
         }

@@ -272,6 +272,13 @@ async fn takes_db_signals(docker: &Docker, image: &str) -> bool {
     }
 }
 
+/// Send signal `sig` ("SIGHUP", or a number as "1") to a container's main process.
+async fn signal(docker: &Docker, id: &str, sig: &str) -> Result<(), DockerError> {
+    docker
+        .kill_container(id, Some(KillContainerOptions { signal: sig.into() }))
+        .await
+}
+
 /// How long the harness waits for a supervised database's stop or start to show before it
 /// sends the signal again.
 const RESIGNAL: Duration = Duration::from_millis(300);
@@ -596,7 +603,7 @@ impl DockerCluster {
         };
         bounded(
             &format!("send {sig} to the {node} container"),
-            docker.kill_container(&n.id, Some(KillContainerOptions { signal: sig.into() })),
+            signal(&docker, &n.id, sig),
         )
         .await?;
         // Down means "Postgres no longer accepts connections" (as when the process backend's
@@ -613,22 +620,13 @@ impl DockerCluster {
             if supervised && sent.elapsed() > RESIGNAL {
                 // The supervisor acts on a signal within a second even if it came at a bad
                 // moment; a repeat costs nothing (a stop of a stopped postgres does nothing).
-                let _ = docker
-                    .kill_container(&n.id, Some(KillContainerOptions { signal: sig.into() }))
-                    .await;
+                let _ = signal(&docker, &n.id, sig).await;
                 sent = Instant::now();
             }
             if began.elapsed() > STOP_TIMEOUT {
                 // Postgres did not go in time: stop the container hard, as the process backend
                 // kills its server; start_node then starts the container again.
-                let _ = docker
-                    .kill_container(
-                        &n.id,
-                        Some(KillContainerOptions {
-                            signal: "SIGKILL".into(),
-                        }),
-                    )
-                    .await;
+                let _ = signal(&docker, &n.id, "SIGKILL").await;
                 break;
             }
             tokio::time::sleep(Duration::from_millis(5)).await;
@@ -659,12 +657,7 @@ impl DockerCluster {
         if supervised && up {
             bounded(
                 &format!("send SIGHUP (start postgres) to the {node} container"),
-                docker.kill_container(
-                    &n.id,
-                    Some(KillContainerOptions {
-                        signal: "SIGHUP".into(),
-                    }),
-                ),
+                signal(&docker, &n.id, "SIGHUP"),
             )
             .await?;
         } else {
@@ -697,14 +690,7 @@ impl DockerCluster {
             let again = async move {
                 loop {
                     tokio::time::sleep(RESIGNAL).await;
-                    let _ = d
-                        .kill_container(
-                            &id,
-                            Some(KillContainerOptions {
-                                signal: "SIGHUP".into(),
-                            }),
-                        )
-                        .await;
+                    let _ = signal(&d, &id, "SIGHUP").await;
                 }
             };
             tokio::select! {
@@ -1104,12 +1090,7 @@ impl DockerSignaller {
         }
         let r = bounded(
             &format!("send signal {sig} to {who}"),
-            self.docker.kill_container(
-                &self.id,
-                Some(KillContainerOptions {
-                    signal: sig.to_string(),
-                }),
-            ),
+            signal(&self.docker, &self.id, &sig.to_string()),
         )
         .await;
         if sig == libc::SIGKILL {
