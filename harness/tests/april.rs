@@ -19,8 +19,14 @@ fn run(scenario: &str, extra: &[&str], expect: &str) -> Outcome {
     let dir = temp_dir(&format!("{scenario}{}", extra.join("")));
     let mut args = vec!["run", scenario, "--expect", expect];
     args.extend_from_slice(extra);
+    // The data where `chaos run` puts it by default (a tmpfs when there is one): the figures
+    // are the CLI's. Its own folder, so no process of this run can be mistaken for another's.
+    let data = chaos_harness::backend::process::data_root().join(format!(
+        "test-{}",
+        dir.file_name().and_then(|n| n.to_str()).unwrap_or("april")
+    ));
     let began = std::time::Instant::now();
-    let out = run_chaos(&args, &dir.join("data"), &dir.join("results"));
+    let out = run_chaos(&args, &data, &dir.join("results"));
     let stderr = String::from_utf8_lossy(&out.stderr).into_owned();
     eprintln!("{stderr}");
     println!(
@@ -32,9 +38,9 @@ fn run(scenario: &str, extra: &[&str], expect: &str) -> Outcome {
         out.status.code(),
         &latest_run(&dir.join("results"), scenario),
     );
-    assert_none_left(&dir.join("data").display().to_string(), 10);
+    assert_none_left(&data.display().to_string(), 10);
     // The results stay (a few MB) for a look after a failure; the data folder is gone.
-    let _ = std::fs::remove_dir_all(dir.join("data"));
+    let _ = std::fs::remove_dir_all(&data);
     outcome
 }
 

@@ -6,6 +6,10 @@
 //! labelled container, so they run one at a time (a lock).
 #![allow(dead_code)]
 
+#[path = "support/figures.rs"]
+mod figures;
+
+use figures::Outcome;
 use std::path::{Path, PathBuf};
 use std::process::{Command, Stdio};
 use std::sync::Mutex;
@@ -106,19 +110,82 @@ fn tempdir(what: &str) -> PathBuf {
     d
 }
 
-// April on docker with the process backend's figures (support/figures.rs) is not in the
-// suite: on this 2-core machine the docker run does not keep April's timeline reliably.
-// The routing db's restart is no longer the cause: the postgres image's entrypoint now stops
-// and starts postgres inside a running container (0.07-0.13 s, was 0.8-1.0 s for a container
-// restart), and box 3 takes over at 22:25:45-47 as designed. Measured 2026-11-30
-// (`target/release/chaos run april --backend docker`, 6 lease-only runs): one reproduced the
-// night (107 moved, vacancy 32.9 s, 17,160 readings lost, 97 s after expiry); in the others
-// box 2's copies ran 5-13 s behind their pace near 22:24 (a vacuum or a slow source delete in
-// the containers) or it took the claim as late as 21:40:04.5, so its last answered renewal
-// fell at 22:24:19 or later and a different turbine was in flight at the outage. The fenced
-// run passed (1 of 1). The figure checks are written for both backends; add tests here
-// calling `figures::april_lease_only` and `figures::april_fenced` once the docker pace holds.
-// By hand: target/release/chaos run april --backend docker --expect invalid
+/// `chaos run april --backend docker --expect EXPECT EXTRA...`, its figures, and a check that
+/// the run removed every container and network it created.
+fn april_on_docker(extra: &[&str], expect: &str) -> Option<Outcome> {
+    if !engine_or_skip() {
+        return None;
+    }
+    images();
+    let results = tempdir("april");
+    let mut args = vec!["run", "april", "--backend", "docker", "--expect", expect];
+    args.extend_from_slice(extra);
+    let began = Instant::now();
+    let (code, text) = run_limited(
+        Command::new(CHAOS)
+            .current_dir(repo())
+            .args(&args)
+            .arg("--results")
+            .arg(&results),
+        RUN_LIMIT,
+    );
+    println!("{}", tail(&text, 40));
+    println!(
+        "chaos {} took {:.1} s",
+        args.join(" "),
+        began.elapsed().as_secs_f64()
+    );
+    // "containers on network chaos-<run id>-net: ..." names the run's label.
+    let run_id = text
+        .split("containers on network chaos-")
+        .nth(1)
+        .and_then(|t| t.split("-net").next())
+        .unwrap_or_else(|| panic!("no network line in the output:\n{}", tail(&text, 40)))
+        .to_string();
+    let label = format!("label=chaos.run={run_id}");
+    for kind in [&["ps", "-a"][..], &["network", "ls"][..]] {
+        let (c, left) = run_limited(
+            Command::new("docker")
+                .args(kind)
+                .args(["--filter", &label, "-q"]),
+            Duration::from_secs(30),
+        );
+        assert_eq!(c, Some(0), "docker {kind:?}: {left}");
+        assert!(
+            left.trim().is_empty(),
+            "the run left {kind:?} behind: {left}"
+        );
+    }
+    let dir = std::fs::read_dir(results.join("april"))
+        .expect("a results/april folder")
+        .flatten()
+        .map(|e| e.path())
+        .max()
+        .expect("a run folder");
+    Some(Outcome::read(code, &dir))
+}
+
+/// April, lease only, in containers: the process backend's figures (`figures::april_lease_only`).
+/// Measured 2026-11-30 with the databases' data on tmpfs: 3 of 3 runs kept them (106 moved,
+/// 31.7-32.4 s of vacancy, box 2 writing 74-76 s after expiry, AP-0161's year lost). On a
+/// volume 8 of 9 did not (docs/docker.md).
+#[test]
+fn april_lease_only_on_docker_keeps_the_figures() {
+    let _one = ONE_AT_A_TIME.lock().unwrap_or_else(|e| e.into_inner());
+    if let Some(o) = april_on_docker(&[], "invalid") {
+        figures::april_lease_only(&o);
+    }
+}
+
+/// April with fencing in containers: nothing lost, box 2's token 17 refused, the half copy
+/// reported as cleanup (`figures::april_fenced`).
+#[test]
+fn april_fenced_on_docker_keeps_the_figures() {
+    let _one = ONE_AT_A_TIME.lock().unwrap_or_else(|e| e.into_inner());
+    if let Some(o) = april_on_docker(&["--fencing", "on"], "valid") {
+        figures::april_fenced(&o);
+    }
+}
 
 #[test]
 fn down_all_removes_what_a_killed_harness_left() {

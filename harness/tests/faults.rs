@@ -43,10 +43,7 @@ impl Db {
         std::fs::create_dir_all(&log_dir).unwrap();
         let run_id = format!("faults-{test}-{}", std::process::id());
         // Where ProcessCluster puts it (no set_var: tests run in parallel threads).
-        let data_root = std::env::var_os("CHAOS_DATA_DIR")
-            .map(PathBuf::from)
-            .unwrap_or_else(|| PathBuf::from("/tmp/chaos-data"))
-            .join(&run_id);
+        let data_root = chaos_harness::backend::process::data_root().join(&run_id);
         let spec = ClusterSpec {
             nodes: vec![NODE.into()],
             links: vec![LINK.into()],

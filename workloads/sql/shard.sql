@@ -15,10 +15,18 @@ create index if not exists readings_turbine_ts on readings (turbine_id, ts);
 -- (with `autovacuum_naptime = 1s` on the server), at the default throttle (an
 -- unthrottled vacuum slowed the copies on a 2-core machine), never truncating
 -- (truncation wants an exclusive lock the ingest would queue behind).
+-- And no autoanalyze during the night: the statistics the seeding took stay
+-- true (the same turbines with the same rows per turbine, only their shard
+-- changes), while each analyze costs 0.15-0.18 s of CPU, 15-18 scenario s at
+-- this scale. With the default (10% of the table changed) the three shards
+-- ran 34 analyzes a night, often together, and one that fell in box 2's copy
+-- of turbine 105 made it 17 s late and cost the night its 107th turbine.
 alter table readings set (
     autovacuum_vacuum_scale_factor = 0,
     autovacuum_vacuum_threshold = 50000,
-    vacuum_truncate = false
+    vacuum_truncate = false,
+    autovacuum_analyze_scale_factor = 0,
+    autovacuum_analyze_threshold = 2000000000
 );
 
 create table if not exists mover_fence (token bigint not null);

@@ -80,7 +80,11 @@ impl Cluster {
     /// "Postgres 15" or the image names, for the log line.
     pub fn describe(&self) -> String {
         match self {
-            Cluster::Process(c) => format!("Postgres {} as local processes", c.install.version),
+            Cluster::Process(c) => format!(
+                "Postgres {} as local processes, data in {}",
+                c.install.version,
+                c.data_root.parent().unwrap_or(&c.data_root).display()
+            ),
             Cluster::Docker(c) => c.describe(),
         }
     }
