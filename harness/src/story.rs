@@ -22,6 +22,8 @@ pub fn story(record: &RunRecord, verdict: &Verdict) -> String {
     // When each box sent its latest renewal: a renewal that retries for a minute
     // fails once, at the end, but the box began retrying when it sent it.
     let mut renew_sent: BTreeMap<String, i64> = BTreeMap::new();
+    // When each box took the claim, until its grant-time fences answer.
+    let mut acquired: BTreeMap<String, i64> = BTreeMap::new();
     for op in &record.history {
         let t = clock.scenario_ms_at_run_ns(op.time_ns);
         let v = &op.value;
@@ -37,7 +39,27 @@ pub fn story(record: &RunRecord, verdict: &Verdict) -> String {
         let p = op.process.as_str();
         match (op.kind, op.f.as_str()) {
             (OpType::Ok, "acquire") => {
+                acquired.insert(p.into(), t);
                 lines.push((t, format!("{p} takes the claim (token {})", s("token"))))
+            }
+            // A grant-time fence (a successor's has `why`) that took a quarter of the lease:
+            // an update of the fence row waits for every write transaction still open on
+            // the shard, such as a paused holder's, and the lease runs meanwhile.
+            (OpType::Ok, "fence") if s("why").is_empty() => {
+                if let Some(a) = acquired.remove(p) {
+                    let lease = record.meta.lease_ms.max(1);
+                    if (t - a) * 4 >= lease {
+                        lines.push((
+                            t,
+                            format!(
+                                "{p} fences its shards {:.1} s after taking the claim ({}% of its {} s lease): a fence waits for any write still open on its shard",
+                                (t - a) as f64 / 1000.0,
+                                (t - a) * 100 / lease,
+                                lease as f64 / 1000.0
+                            ),
+                        ));
+                    }
+                }
             }
             (OpType::Ok, "copy") => {
                 *copies.entry(p.into()).or_default() += 1;
@@ -175,4 +197,91 @@ fn turbines_in(v: &serde_json::Value) -> Vec<String> {
         _ => {}
     }
     out
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use chaos_history::{Op, RunMeta};
+    use serde_json::json;
+    use std::path::Path;
+
+    fn meta(lease_ms: i64) -> RunMeta {
+        let case = Path::new(env!("CARGO_MANIFEST_DIR")).join("../checkers/tests/data");
+        let dir = std::fs::read_dir(&case)
+            .unwrap()
+            .flatten()
+            .map(|e| e.path())
+            .find(|p| p.join("run.json").is_file())
+            .expect("a planted case");
+        let text = std::fs::read_to_string(dir.join("run.json")).unwrap();
+        let mut m: RunMeta = serde_json::from_str(&text).unwrap();
+        m.lease_ms = lease_ms;
+        m
+    }
+
+    fn op(
+        index: u64,
+        scenario_s: f64,
+        meta: &RunMeta,
+        process: &str,
+        kind: OpType,
+        f: &str,
+        value: serde_json::Value,
+    ) -> Op {
+        let ns = (scenario_s * meta.clock.real_ns_per_scenario_s as f64) as i64;
+        Op {
+            index,
+            time_ns: ns,
+            scenario_time: String::new(),
+            process: process.into(),
+            kind,
+            f: f.into(),
+            value,
+        }
+    }
+
+    fn told(fence_after_s: f64) -> String {
+        let meta = meta(10_000);
+        let history = vec![
+            op(
+                0,
+                44.0,
+                &meta,
+                "box-4",
+                OpType::Ok,
+                "acquire",
+                json!({"token": 8}),
+            ),
+            op(
+                1,
+                44.0 + fence_after_s,
+                &meta,
+                "box-4",
+                OpType::Ok,
+                "fence",
+                json!({"shard": "shard2", "token": 8}),
+            ),
+        ];
+        let record = RunRecord {
+            meta,
+            history,
+            audit: None,
+            final_state: None,
+        };
+        story(&record, &chaos_checkers::check(&record))
+    }
+
+    #[test]
+    fn a_grant_time_fence_that_waits_a_quarter_of_the_lease_is_told() {
+        let slow = told(9.7);
+        assert!(
+            slow.contains(
+                "box-4 fences its shards 9.7 s after taking the claim (97% of its 10 s lease)"
+            ),
+            "{slow}"
+        );
+        let quick = told(0.3);
+        assert!(!quick.contains("fences its shards"), "{quick}");
+    }
 }
