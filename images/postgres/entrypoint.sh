@@ -1,5 +1,6 @@
 #!/bin/sh
-# chaos-postgres entrypoint: initdb on first start (trust auth, user postgres), then postgres as
+# chaos-postgres entrypoint: on first start a data directory (a copy of the template the image
+# build initdb'd: trust auth, user postgres; initdb when there is none), then postgres as
 # user postgres under this script, which stays the container's main process as a supervisor so a
 # database can be stopped and started with the container (its network, ports and data) kept up:
 #   SIGUSR1  stop postgres, fast mode (a maintenance stop: roll back, checkpoint, exit)
@@ -18,10 +19,16 @@ if [ "$(id -u)" = 0 ]; then
     chmod 700 "$PGDATA"
     exec setpriv --reuid=postgres --regid=postgres --init-groups "$0" "$@"
 fi
+template=/var/lib/postgresql/template
 if [ ! -s "$PGDATA/PG_VERSION" ]; then
-    initdb -D "$PGDATA" -U postgres --auth=trust --encoding=UTF8 --locale=C >/dev/null
-    echo "host all all 0.0.0.0/0 trust" >> "$PGDATA/pg_hba.conf"
-    echo "host all all ::/0 trust" >> "$PGDATA/pg_hba.conf"
+    if [ "$PGDATA" != "$template" ] && [ -s "$template/PG_VERSION" ]; then
+        # The image's build ran initdb once into the template: copying it takes 0.05 s.
+        cp -a "$template/." "$PGDATA/"
+    else
+        initdb -D "$PGDATA" -U postgres --auth=trust --encoding=UTF8 --locale=C >/dev/null
+        echo "host all all 0.0.0.0/0 trust" >> "$PGDATA/pg_hba.conf"
+        echo "host all all ::/0 trust" >> "$PGDATA/pg_hba.conf"
+    fi
 fi
 # The image build runs initdb once through this script.
 [ "${1:-}" = --init-only ] && exit 0

@@ -473,8 +473,8 @@ impl DockerCluster {
                 .with_env_var("POSTGRES_HOST_AUTH_METHOD", "trust")
                 .with_cmd(settings)
                 .with_startup_timeout(START_TIMEOUT);
-            // On tmpfs the image's VOLUME gets no volume; its entrypoint runs initdb at start
-            // (about 0.3 s in memory) since the mount hides the build's data directory.
+            // On tmpfs the image's VOLUME gets no volume; our entrypoint fills the empty
+            // data directory from the template its build initdb'd.
             let req = if tmpfs {
                 req.with_mount(Mount::tmpfs_mount(PG_DATA_DIR))
             } else {
