@@ -282,8 +282,8 @@ async fn takes_db_signals(docker: &Docker, image: &str) -> bool {
 /// figures in 8 of 9 runs (box 2 behind its pace, 97-106 turbines before the outage, 35-83 s
 /// of vacancy); on tmpfs 4 of 4 kept them (106, 31.7-32.4 s, box 2 late 73-76 s) and seeding
 /// took 2.0-2.2 s instead of 3.6-5.6 s. `CHAOS_DOCKER_PG_DATA=tmpfs|volume` chooses.
-fn pg_data_on_tmpfs(image: &str, supervised: bool) -> anyhow::Result<bool> {
-    match std::env::var("CHAOS_DOCKER_PG_DATA").ok().as_deref() {
+fn pg_data_on_tmpfs(setting: Option<&str>, image: &str, supervised: bool) -> anyhow::Result<bool> {
+    match setting {
         None | Some("") => Ok(supervised),
         Some("volume") => Ok(false),
         Some("tmpfs") if supervised => Ok(true),
@@ -370,7 +370,8 @@ impl DockerCluster {
             require_image(&engine.docker, image).await?;
         }
         let db_signals = takes_db_signals(&engine.docker, &images.postgres).await;
-        let pg_tmpfs = pg_data_on_tmpfs(&images.postgres, db_signals)?;
+        let setting = std::env::var("CHAOS_DOCKER_PG_DATA").ok();
+        let pg_tmpfs = pg_data_on_tmpfs(setting.as_deref(), &images.postgres, db_signals)?;
         let bin_dir = folder_and_name(&chaos_binary()?)?.0;
         let network = docker_name(&spec.run_id, "net");
         let free = || crate::procs::free_port().map_err(|e| anyhow::anyhow!("no free port: {e}"));
@@ -1174,6 +1175,26 @@ impl DockerSignaller {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn pg_data_goes_to_tmpfs_only_where_the_container_outlives_a_stop() {
+        let ours = "chaos-postgres:15";
+        assert!(pg_data_on_tmpfs(None, ours, true).unwrap());
+        assert!(!pg_data_on_tmpfs(None, "postgres:16", false).unwrap());
+        assert!(!pg_data_on_tmpfs(Some("volume"), ours, true).unwrap());
+        assert!(pg_data_on_tmpfs(Some("tmpfs"), ours, true).unwrap());
+        let refused = pg_data_on_tmpfs(Some("tmpfs"), "postgres:16", false)
+            .unwrap_err()
+            .to_string();
+        assert!(
+            refused.contains("postgres:16 restarts as a container") && !refused.contains('\n'),
+            "{refused}"
+        );
+        let bad = pg_data_on_tmpfs(Some("ram"), ours, true)
+            .unwrap_err()
+            .to_string();
+        assert_eq!(bad, "CHAOS_DOCKER_PG_DATA=ram: expected tmpfs or volume");
+    }
 
     #[test]
     fn image_names_split_into_name_and_tag() {

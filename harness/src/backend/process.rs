@@ -332,3 +332,17 @@ impl Drop for ProcessMover {
         }
     }
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn only_a_tmpfs_with_room_holds_the_data() {
+        // /dev/shm is a tmpfs on Linux; /proc never is.
+        assert!(tmpfs_with_room(Path::new("/dev/shm"), 1));
+        assert!(!tmpfs_with_room(Path::new("/dev/shm"), u64::MAX));
+        assert!(!tmpfs_with_room(Path::new("/proc"), 1));
+        assert!(!tmpfs_with_room(Path::new("/no/such/dir"), 1));
+    }
+}
