@@ -94,6 +94,14 @@ fn shard(i: usize) -> String {
 /// planned turbines under token 17 until its lease lapses, box 3 takes
 /// over with token 18, and box 2's late tidy-up deletes one turbine.
 ///
+/// Its history is shaped like April's: every 2 s an ingest batch of 100
+/// turbines per shard (invoke and ok); while the plan runs, the holder's
+/// copies, source deletes and renewals (a turbine every 25 s); the routing
+/// db stopped across the handover, box 2 carrying on and tidying up; the
+/// boxes that do not hold the claim polling for it every 10 s, all run long
+/// (after the plan, every box); and a pause and a link latency every 30
+/// minutes. Ingest lines are about 80 % of the events and most of the bytes.
+///
 /// `chaos bench --what check` writes it out as a run directory.
 pub struct Synthetic {
     pub meta: RunMeta,
@@ -102,6 +110,33 @@ pub struct Synthetic {
     ticks: u64,
     /// Per shard, the ingest batch every tick writes (its `ts_ms` is rewritten per tick).
     batches: Vec<Op>,
+    /// The plan's box and nemesis events, in time order (scenario ms).
+    scripted: Vec<(i64, Op)>,
+    /// When box 3 takes the claim, when box 2 tidies up and starts polling,
+    /// and when box 3 finds the plan done (and polls too).
+    takeover_ms: i64,
+    tidy_ms: i64,
+    done_ms: i64,
+}
+
+/// Scenario ms between two polls of a box that does not hold the claim.
+const POLL_MS: i64 = 10_000;
+/// A mover's renewal and copy period.
+const COPY_MS: i64 = 25_000;
+/// A periodic fault every this often.
+const FAULT_EVERY_MS: i64 = 30 * 60_000;
+
+/// One event of a box or the nemesis.
+fn event(process: &str, kind: OpType, f: &str, value: serde_json::Value) -> Op {
+    Op {
+        index: 0,
+        time_ns: 0,
+        scenario_time: String::new(),
+        process: process.into(),
+        kind,
+        f: f.into(),
+        value,
+    }
 }
 
 impl Synthetic {
@@ -111,14 +146,17 @@ impl Synthetic {
     }
 
     /// Every history event in order (per tick and shard an ingest invoke and
-    /// its ok), built in place one at a time, never held; returns the count.
+    /// its ok, then the boxes' and the nemesis's events of that tick), built
+    /// one at a time, never all held; returns the count.
     pub fn for_each_op(&mut self, mut each: impl FnMut(&mut Op)) -> u64 {
-        let start_ts = self
-            .meta
-            .clock
-            .reading_ts_ms(self.meta.clock.start_scenario_ms);
+        let clock = self.meta.clock;
+        let start_ms = clock.start_scenario_ms;
+        let start_ts = clock.reading_ts_ms(start_ms);
         let mut index = 0u64;
+        let mut scripted = 0;
+        let mut tick_events: Vec<(i64, Op)> = Vec::new();
         for tick in 0..self.ticks {
+            let t0 = start_ms + tick as i64 * STEP_MS;
             let ts_ms = start_ts + tick as i64 * STEP_MS;
             let time_ns = tick as i64 * STEP_MS / 1000 * SCALE_NS;
             for op in self.batches.iter_mut() {
@@ -131,9 +169,305 @@ impl Synthetic {
                     each(op);
                 }
             }
+            let t1 = t0 + STEP_MS;
+            while scripted < self.scripted.len() && self.scripted[scripted].0 < t1 {
+                let (t, op) = &self.scripted[scripted];
+                tick_events.push((*t, op.clone()));
+                scripted += 1;
+            }
+            self.periodic(t0, t1, &mut tick_events);
+            // Events due later (a fault's heal) wait for their tick.
+            tick_events.sort_by_key(|(t, _)| *t);
+            let due = tick_events.partition_point(|(t, _)| *t < t1);
+            for (t, mut op) in tick_events.drain(..due) {
+                op.time_ns = clock.real_ns_for_scenario_ms(t - start_ms);
+                op.index = index;
+                index += 1;
+                each(&mut op);
+            }
         }
         index
     }
+
+    /// The events that repeat all run long, starting in `[t0, t1)`: polls by
+    /// the boxes that do not hold the claim, a pause and a latency every 30
+    /// minutes.
+    fn periodic(&self, t0: i64, t1: i64, out: &mut Vec<(i64, Op)>) {
+        let start = self.meta.clock.start_scenario_ms;
+        // The first time at or after t0 of `phase + k * period`.
+        let next = |phase: i64, period: i64| {
+            let k = (t0 - phase).max(0).div_euclid(period)
+                + i64::from((t0 - phase).max(0) % period != 0);
+            phase + k * period
+        };
+        for (i, b) in ["box-1", "box-2", "box-3", "box-4"].into_iter().enumerate() {
+            let t = next(start + 700 + i as i64 * 1_300, POLL_MS);
+            let polling = match b {
+                "box-2" => t > self.tidy_ms,
+                "box-3" => t + 50 < self.takeover_ms || t > self.done_ms,
+                _ => true,
+            };
+            if polling && t < t1 {
+                let why = if t > self.done_ms { "job done" } else { "held" };
+                out.push((
+                    t,
+                    event(b, OpType::Invoke, "acquire", json!({"job": "move"})),
+                ));
+                out.push((
+                    t + 50,
+                    event(b, OpType::Fail, "acquire", json!({"reason": why})),
+                ));
+            }
+        }
+        let t = next(start + FAULT_EVERY_MS, FAULT_EVERY_MS);
+        if t < t1 {
+            for (dt, kind, f) in [
+                (0, OpType::Invoke, "pause"),
+                (5, OpType::Ok, "pause"),
+                (20_000, OpType::Invoke, "resume"),
+                (20_005, OpType::Ok, "resume"),
+            ] {
+                out.push((
+                    t + dt,
+                    event(
+                        "nemesis",
+                        kind,
+                        f,
+                        json!({"target": "box-1", "scheduled_ms": t, "lag_real_us": 310}),
+                    ),
+                ));
+            }
+        }
+        let t = next(start + FAULT_EVERY_MS / 2, FAULT_EVERY_MS);
+        if t < t1 {
+            out.push((
+                t,
+                event(
+                    "nemesis",
+                    OpType::Invoke,
+                    "latency",
+                    json!({"target": "box-4->shard2", "latency_ms": 800}),
+                ),
+            ));
+            out.push((
+                t + 5,
+                event(
+                    "nemesis",
+                    OpType::Ok,
+                    "latency",
+                    json!({"target": "box-4->shard2"}),
+                ),
+            ));
+            out.push((
+                t + 60_000,
+                event(
+                    "nemesis",
+                    OpType::Invoke,
+                    "heal",
+                    json!({"target": "box-4->shard2"}),
+                ),
+            ));
+            out.push((
+                t + 60_005,
+                event(
+                    "nemesis",
+                    OpType::Ok,
+                    "heal",
+                    json!({"target": "box-4->shard2"}),
+                ),
+            ));
+        }
+    }
+}
+
+/// The plan's events as April had them: the holder copies a turbine, deletes
+/// it from its source and renews, every 25 s; the routing db stops, box 2's
+/// lease lapses while it copies the victim, box 3 takes the claim 34 s after
+/// the expiry and moves on; box 2 finishes, learns it lost and tidies up.
+#[allow(clippy::too_many_arguments)]
+fn script(
+    plan: &[PlanEntry],
+    start_ms: i64,
+    handover: usize,
+    expiry_ms: i64,
+    takeover_ms: i64,
+    tidy_ms: i64,
+    rows: i64,
+) -> Vec<(i64, Op)> {
+    let mut out = Vec::new();
+    let mut push = |t: i64, b: &str, kind: OpType, f: &str, v: serde_json::Value| {
+        out.push((t, event(b, kind, f, v)))
+    };
+    push(
+        start_ms,
+        "box-2",
+        OpType::Invoke,
+        "acquire",
+        json!({"job": "move"}),
+    );
+    push(
+        start_ms + 40,
+        "box-2",
+        OpType::Ok,
+        "acquire",
+        json!({"token": 17}),
+    );
+    for (k, p) in plan.iter().enumerate() {
+        let (b, token, t) = if k < handover {
+            ("box-2", 17, start_ms + k as i64 * COPY_MS)
+        } else {
+            ("box-3", 18, takeover_ms + (k - handover) as i64 * COPY_MS)
+        };
+        push(
+            t + 100,
+            b,
+            OpType::Invoke,
+            "copy",
+            json!({"turbine": p.turbine, "from": p.from, "to": p.to, "token": token}),
+        );
+        push(
+            t + 20_000,
+            b,
+            OpType::Ok,
+            "copy",
+            json!({"turbine": p.turbine, "rows_read": rows, "rows_written": rows}),
+        );
+        push(
+            t + 20_010,
+            b,
+            OpType::Invoke,
+            "delete",
+            json!({"turbine": p.turbine, "shard": p.from, "token": token, "why": "source"}),
+        );
+        push(
+            t + 24_000,
+            b,
+            OpType::Ok,
+            "delete",
+            json!({"turbine": p.turbine, "rows": rows}),
+        );
+        push(
+            t + 24_900,
+            b,
+            OpType::Invoke,
+            "renew",
+            json!({"token": token}),
+        );
+        push(t + COPY_MS, b, OpType::Ok, "renew", json!({"token": token}));
+        if k + 1 == plan.len() {
+            push(t + COPY_MS + 100, b, OpType::Ok, "done", json!({}));
+        }
+    }
+    // Box 2 starts on the victim; its next renewal reaches nobody: the routing db is stopped.
+    let victim = &plan[handover];
+    let lapse = start_ms + handover as i64 * COPY_MS;
+    push(
+        lapse + 100,
+        "box-2",
+        OpType::Invoke,
+        "copy",
+        json!({"turbine": victim.turbine, "from": victim.from, "to": victim.to, "token": 17}),
+    );
+    push(
+        lapse + 5_000,
+        "nemesis",
+        OpType::Invoke,
+        "stop",
+        json!({"target": "routing"}),
+    );
+    push(
+        lapse + 5_010,
+        "nemesis",
+        OpType::Ok,
+        "stop",
+        json!({"target": "routing"}),
+    );
+    push(
+        lapse + 24_900,
+        "box-2",
+        OpType::Invoke,
+        "renew",
+        json!({"token": 17}),
+    );
+    push(
+        expiry_ms,
+        "box-2",
+        OpType::Fail,
+        "renew",
+        json!({"token": 17, "reason": "unreachable"}),
+    );
+    push(
+        expiry_ms + 10,
+        "box-2",
+        OpType::Info,
+        "renew",
+        json!({"token": 17, "reason": "carry-on"}),
+    );
+    push(
+        takeover_ms - 4_000,
+        "nemesis",
+        OpType::Invoke,
+        "start",
+        json!({"target": "routing"}),
+    );
+    push(
+        takeover_ms - 3_000,
+        "nemesis",
+        OpType::Ok,
+        "start",
+        json!({"target": "routing"}),
+    );
+    push(
+        takeover_ms - 60,
+        "box-3",
+        OpType::Invoke,
+        "acquire",
+        json!({"job": "move"}),
+    );
+    push(
+        takeover_ms,
+        "box-3",
+        OpType::Ok,
+        "acquire",
+        json!({"token": 18}),
+    );
+    push(
+        tidy_ms - 3_000,
+        "box-2",
+        OpType::Ok,
+        "copy",
+        json!({"turbine": victim.turbine, "rows_read": rows, "rows_written": rows}),
+    );
+    push(
+        tidy_ms - 2_900,
+        "box-2",
+        OpType::Invoke,
+        "renew",
+        json!({"token": 17}),
+    );
+    push(
+        tidy_ms - 2_000,
+        "box-2",
+        OpType::Fail,
+        "renew",
+        json!({"token": 17, "reason": "lost", "holder": "box-3"}),
+    );
+    push(
+        tidy_ms - 1_000,
+        "box-2",
+        OpType::Invoke,
+        "delete",
+        json!({"turbine": victim.turbine, "shard": victim.to, "token": 17, "why": "tidy-up"}),
+    );
+    push(
+        tidy_ms,
+        "box-2",
+        OpType::Ok,
+        "delete",
+        json!({"turbine": victim.turbine, "rows": rows}),
+    );
+    out.sort_by_key(|(t, _)| *t);
+    out
 }
 
 fn synthesize(events: u64) -> Synthetic {
@@ -144,8 +478,9 @@ fn synthesize(events: u64) -> Synthetic {
         real_ns_per_scenario_s: SCALE_NS,
         scenario_day_unix_ms: 1_776_038_400_000,
     };
-    // Six ingest events (invoke + ok, per shard) per 2 s tick.
-    let ticks = (events / 6).max(1);
+    // Six ingest events (invoke + ok, per shard) per 2 s tick, and about 1.6
+    // of the boxes' and the nemesis's (polls, the plan, faults).
+    let ticks = ((events as f64 / 7.6).round() as u64).max(1);
     let start_ts = clock.reading_ts_ms(start_scenario_ms);
     let last_ts = start_ts + (ticks as i64 - 1) * STEP_MS;
     let end_scenario_ms = start_scenario_ms + ticks as i64 * STEP_MS;
@@ -286,6 +621,7 @@ fn synthesize(events: u64) -> Synthetic {
             shard: owner,
             turbine: name.clone(),
             runs,
+            values: None,
         });
     }
 
@@ -304,6 +640,17 @@ fn synthesize(events: u64) -> Synthetic {
         })
         .collect();
 
+    let takeover_ms = expiry_ms + 34_000;
+    let last_step_ms = takeover_ms + (plan.len() - handover - 1) as i64 * COPY_MS;
+    let scripted = script(
+        &plan,
+        start_scenario_ms,
+        handover,
+        expiry_ms,
+        takeover_ms,
+        tidy_ms,
+        seeded_run.len() as i64,
+    );
     let meta = RunMeta {
         scenario: "bench".into(),
         seed: 0,
@@ -336,6 +683,10 @@ fn synthesize(events: u64) -> Synthetic {
         },
         ticks,
         batches,
+        scripted,
+        takeover_ms,
+        tidy_ms,
+        done_ms: last_step_ms + COPY_MS + 100,
     }
 }
 
@@ -399,12 +750,28 @@ mod tests {
     fn a_small_synthetic_run_finds_its_planted_lost_turbine() {
         let figures = bench_synthetic(60_000);
         assert_eq!(figures.valid, Validity::Invalid);
-        assert!(figures.events >= 59_994);
+        assert!((59_000..61_000).contains(&figures.events));
         let syn = synthesize(60_000);
         let mut fold = HistoryFold::new(&syn.meta);
         fold.observe(&syn.batches[0]);
         let v = fold.finish(&syn.meta, Some(&syn.audit), Some(&syn.final_state));
         let stats: crate::Stats = serde_json::from_value(v.stats).unwrap();
+        // April's shape: ingest most of it, the boxes and the nemesis the rest, in time order.
+        let mut syn = synthesize(60_000);
+        let (mut last_ns, mut by_process) = (0, std::collections::BTreeMap::<String, u64>::new());
+        let n = syn.for_each_op(|op| {
+            assert!(op.time_ns >= last_ns, "in time order");
+            last_ns = op.time_ns;
+            *by_process.entry(op.process.clone()).or_default() += 1;
+        });
+        assert!((59_000..61_000).contains(&n), "{n} events");
+        assert!(by_process["ingest"] * 100 / n >= 75, "{by_process:?}");
+        for p in ["box-1", "box-2", "box-3", "box-4", "nemesis"] {
+            assert!(
+                by_process.get(p).copied().unwrap_or(0) > 10,
+                "{p}: {by_process:?}"
+            );
+        }
         assert_eq!(stats.lost_turbines.len(), 1);
         assert_eq!(stats.rows_lost, 15_768_000);
         assert_eq!(stats.vacancy_max_s, 34.0);

@@ -14,6 +14,8 @@ use std::collections::BTreeMap;
 pub struct StaleWrite {
     pub shard: String,
     pub app: String,
+    /// The holder of the grant the write's token names (its writer, unless the token was borrowed).
+    pub holder: String,
     pub token: i64,
     pub newer_token: i64,
     pub newer_holder: String,
@@ -50,6 +52,7 @@ pub fn stale_writes(writes: &[Attributed], claims: &Claims) -> Vec<StaleWrite> {
                         out.push(StaleWrite {
                             shard: shard.to_string(),
                             app: a.write.app.clone(),
+                            holder: claims.grants[g].holder.clone(),
                             token: claims.grants[g].token,
                             newer_token: claims.grants[n].token,
                             newer_holder: claims.grants[n].holder.clone(),
@@ -87,17 +90,22 @@ pub fn stale_anomaly(stale: &[StaleWrite], meta: &RunMeta) -> Option<Anomaly> {
         .iter()
         .map(|s| {
             json!({
-                "shard": s.shard, "box": s.app, "token": s.token,
+                "shard": s.shard, "box": s.app, "token": s.token, "token_holder": s.holder,
                 "newer_token": s.newer_token, "newer_holder": s.newer_holder,
                 "op": op_name(s.op), "turbine": s.turbine, "rows": s.rows,
                 "scenario_ms": at(s.commit_unix_ns), "time": format_ms(at(s.commit_unix_ns)),
             })
         })
         .collect();
+    let whose = if first.holder == first.app {
+        String::new()
+    } else {
+        format!("{}'s ", first.holder)
+    };
     let summary = format!(
-        "{} writes of an older grant accepted after a newer grant wrote there; first: {} (token {}) {} {} on {} at {}, after token {} ({})",
+        "{} writes of an older grant accepted after a newer grant wrote there; first: {} ({whose}token {}) {} {} on {} at {}, after token {} ({})",
         stale.len(),
-        first.app,
+        if first.app.is_empty() { "(no application_name)" } else { first.app.as_str() },
         first.token,
         op_name(first.op),
         first.turbine.as_deref().unwrap_or("-"),

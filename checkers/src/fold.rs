@@ -1,8 +1,7 @@
 //! The streaming half of the checker: folds history events one at a time into the little it must remember.
 
 use crate::readings::ReadingSet;
-use crate::Verdict;
-use chaos_history::{Audit, FinalState, Op, OpType, RunMeta};
+use chaos_history::{Op, OpType, RunMeta};
 use serde::Deserialize;
 use std::collections::HashMap;
 
@@ -38,7 +37,14 @@ pub struct HistoryFold {
     group_index: HashMap<Vec<u32>, u32>,
     /// The group each shard's last batch used: batches repeat their list.
     last_group_by_shard: Vec<(String, u32)>,
+    /// The group of each list a caller numbered ([`TurbineList`]): a batch
+    /// whose list is known costs no comparison of names at all.
+    group_of_list: HashMap<u64, u32>,
     pub(crate) refusals: Vec<Refusal>,
+    /// Ingest batches invoked and not (yet) completed: `(shard, ts_ms, group, open)`.
+    /// One slot per batch in flight, reused once it completes; those still
+    /// open at the end never answered and count as uncertain (`info`).
+    in_flight: Vec<(String, i64, u32, bool)>,
     pub(crate) events: u64,
     /// Ingest readings (turbine x batch) by completion.
     pub(crate) readings_acknowledged: u64,
@@ -57,7 +63,9 @@ impl HistoryFold {
             groups: Vec::new(),
             group_index: HashMap::new(),
             last_group_by_shard: Vec::new(),
+            group_of_list: HashMap::new(),
             refusals: Vec::new(),
+            in_flight: Vec::new(),
             events: 0,
             readings_acknowledged: 0,
             readings_uncertain: 0,
@@ -95,8 +103,10 @@ impl HistoryFold {
 
     /// Fold one event.
     pub fn observe(&mut self, op: &Op) {
-        if op.kind == OpType::Invoke {
-            // Invocations promise nothing: only completions are judged.
+        let ingest = op.f == "ingest" && op.process.starts_with("ingest");
+        if op.kind == OpType::Invoke && !ingest {
+            // Invocations promise nothing: only completions are judged (an
+            // ingest invoke is remembered until it completes).
             self.events += 1;
             return;
         }
@@ -157,13 +167,43 @@ impl HistoryFold {
         }
     }
 
+    /// Fold one event from the fields the fold reads, decoded by the caller
+    /// (`chaos check` decodes each line once for every reader). Same result
+    /// as `observe` of the `Op` when each field is what `Value::as_str` or
+    /// `Value::as_i64` gives of the op's `value` (`None` when absent or of
+    /// another type), and `turbines` is the `value.turbines` of an `ingest`
+    /// event when it is an array of strings (`None` when absent or not an
+    /// array; an array holding anything but strings must go to `observe`).
+    pub fn observe_fields(&mut self, e: &FoldEvent) {
+        let ingest = e.f == "ingest" && e.process.starts_with("ingest");
+        if e.kind == OpType::Invoke && !ingest {
+            self.events += 1;
+            return;
+        }
+        self.observe_event(Event {
+            kind: e.kind,
+            process: e.process,
+            f: e.f,
+            time_ns: e.time_ns,
+            reason: e.reason,
+            token: e.token,
+            shard_token: e.shard_token,
+            shard: e.shard,
+            ts_ms: e.ts_ms,
+            turbines: match e.f {
+                "ingest" => e.turbines.map(Names::Listed),
+                _ => None,
+            },
+        });
+    }
+
     fn observe_event(&mut self, e: Event) {
         self.events += 1;
         match e.kind {
-            OpType::Invoke => {}
             kind if e.f == "ingest" && e.process.starts_with("ingest") => {
                 self.observe_ingest(&e, kind)
             }
+            OpType::Invoke => {}
             OpType::Fail if e.reason == Some("fenced") => {
                 self.refusals.push(Refusal {
                     process: e.process.to_string(),
@@ -180,11 +220,26 @@ impl HistoryFold {
 
     fn observe_ingest(&mut self, e: &Event, kind: OpType) {
         let (Some(shard), Some(ts_ms), Some(turbines)) = (e.shard, e.ts_ms, e.turbines) else {
-            if kind != OpType::Fail {
+            if kind != OpType::Fail && kind != OpType::Invoke {
                 self.unreadable_ingest += 1;
             }
             return;
         };
+        if kind == OpType::Invoke {
+            let g = self.group(shard, turbines);
+            match self.in_flight.iter_mut().find(|f| !f.3 && f.0 == shard) {
+                Some(slot) => (slot.1, slot.2, slot.3) = (ts_ms, g, true),
+                None => self.in_flight.push((shard.to_string(), ts_ms, g, true)),
+            }
+            return;
+        }
+        if let Some(slot) = self
+            .in_flight
+            .iter_mut()
+            .find(|f| f.3 && f.1 == ts_ms && f.0 == shard)
+        {
+            slot.3 = false;
+        }
         let n = turbines.len() as u64;
         match kind {
             OpType::Fail => {
@@ -206,6 +261,22 @@ impl HistoryFold {
     /// The group for a batch's turbine list; the shard's previous list is
     /// compared first (string equality), hashing only when the list changed.
     fn group(&mut self, shard: &str, names: Names) -> u32 {
+        if let Names::Listed(list) = names {
+            if let Some(&g) = self.group_of_list.get(&list.key) {
+                return g;
+            }
+            let g = self.group_by_names(shard, names);
+            // A caller that numbers lists without end must not make this grow without end.
+            if self.group_of_list.len() >= MAX_LISTS_KEPT {
+                self.group_of_list.clear();
+            }
+            self.group_of_list.insert(list.key, g);
+            return g;
+        }
+        self.group_by_names(shard, names)
+    }
+
+    fn group_by_names(&mut self, shard: &str, names: Names) -> u32 {
         if let Some(&(_, g)) = self.last_group_by_shard.iter().find(|(s, _)| s == shard) {
             let members = &self.groups[g as usize].turbines;
             let same = members.len() == names.len()
@@ -244,16 +315,48 @@ impl HistoryFold {
         g
     }
 
-    /// Judge the run: the folded history with the audit and the final state
-    /// (either may be missing: the verdict is then `unknown` with the reason).
-    pub fn finish(
-        self,
-        meta: &RunMeta,
-        audit: Option<&Audit>,
-        final_state: Option<&FinalState>,
-    ) -> Verdict {
-        crate::judge::judge(self, meta, audit, final_state)
+    /// Ingest batches invoked that never completed: they may or may not have
+    /// been written, like an `info`. Returns how many readings that is.
+    pub(crate) fn settle_in_flight(&mut self) -> u64 {
+        let mut readings = 0;
+        for (_, ts_ms, g, open) in std::mem::take(&mut self.in_flight) {
+            if open {
+                let group = &mut self.groups[g as usize];
+                group.uncertain.push(ts_ms);
+                readings += group.turbines.len() as u64;
+            }
+        }
+        readings
     }
+}
+
+/// Lists a fold remembers by their caller's number ([`TurbineList::key`]).
+const MAX_LISTS_KEPT: usize = 4096;
+
+/// The fields of one event that the fold reads, for [`HistoryFold::observe_fields`].
+#[derive(Debug, Clone, Copy)]
+pub struct FoldEvent<'a> {
+    pub kind: OpType,
+    pub process: &'a str,
+    pub f: &'a str,
+    pub time_ns: i64,
+    pub reason: Option<&'a str>,
+    pub token: Option<i64>,
+    pub shard_token: Option<i64>,
+    pub shard: Option<&'a str>,
+    pub ts_ms: Option<i64>,
+    /// An ingest batch's turbine names (read only when `f` is `ingest`).
+    pub turbines: Option<TurbineList<'a>>,
+}
+
+/// An ingest batch's turbine list, decoded once by the caller and numbered:
+/// the fold finds the group of a list it has seen by its number alone.
+#[derive(Debug, Clone, Copy)]
+pub struct TurbineList<'a> {
+    /// The caller's number for this list: the same number must always come
+    /// with the same names (two numbers may name the same list).
+    pub key: u64,
+    pub names: &'a [String],
 }
 
 /// The fields of one event the fold reads, whichever way it was decoded.
@@ -270,11 +373,13 @@ struct Event<'a> {
     turbines: Option<Names<'a>>,
 }
 
-/// An ingest batch's turbine names, from a `Value` or borrowed from the line.
+/// An ingest batch's turbine names, from a `Value`, borrowed from the line,
+/// or a list the caller decoded.
 #[derive(Clone, Copy)]
 enum Names<'a> {
     Json(&'a [serde_json::Value]),
     Text(&'a [&'a str]),
+    Listed(TurbineList<'a>),
 }
 
 impl<'a> Names<'a> {
@@ -282,6 +387,7 @@ impl<'a> Names<'a> {
         match self {
             Names::Json(a) => a.len(),
             Names::Text(a) => a.len(),
+            Names::Listed(l) => l.names.len(),
         }
     }
 
@@ -289,6 +395,7 @@ impl<'a> Names<'a> {
         match *self {
             Names::Json(a) => a[i].as_str(),
             Names::Text(a) => Some(a[i]),
+            Names::Listed(l) => Some(&l.names[i]),
         }
     }
 }
@@ -347,6 +454,199 @@ mod tests {
         by_line.observe_line(line).unwrap();
         assert_eq!(by_op.refusals, by_line.refusals);
         assert_eq!(by_op.refusals.len(), 1);
+    }
+
+    /// An ingest batch invoked and never answered is uncertain at the end,
+    /// folded the same way from an `Op` and from its line; one answered is not.
+    #[test]
+    fn an_unanswered_ingest_invoke_is_uncertain_either_way() {
+        let meta: RunMeta = serde_json::from_value(serde_json::json!({
+            "scenario": "t", "seed": 0,
+            "clock": {"start_unix_ns": 0, "start_scenario_ms": 0, "real_ns_per_scenario_s": 10_000_000, "scenario_day_unix_ms": 0},
+            "job": "j", "shards": ["shard1"], "owners": {}, "plan": [], "seeded": [],
+            "lease_ms": 1000, "copy_ms": 1000, "strict_duplicates": false, "mover": {},
+            "end_scenario_ms": 0, "completed": true, "incomplete_reason": null
+        }))
+        .expect("a minimal run");
+        let lines = [
+            r#"{"index":0,"time_ns":0,"scenario_time":"00:00:00.0","process":"ingest","type":"invoke","f":"ingest","value":{"shard":"shard1","ts_ms":0,"turbines":["T1","T2"]}}"#,
+            r#"{"index":1,"time_ns":1,"scenario_time":"00:00:00.0","process":"ingest","type":"ok","f":"ingest","value":{"shard":"shard1","ts_ms":0,"turbines":["T1","T2"]}}"#,
+            r#"{"index":2,"time_ns":2,"scenario_time":"00:00:02.0","process":"ingest","type":"invoke","f":"ingest","value":{"shard":"shard1","ts_ms":2000,"turbines":["T1","T2"]}}"#,
+        ];
+        let mut by_op = HistoryFold::new(&meta);
+        let mut by_line = HistoryFold::new(&meta);
+        for line in lines {
+            by_op.observe(&serde_json::from_str::<Op>(line).unwrap());
+            by_line.observe_line(line).unwrap();
+        }
+        assert_eq!(by_op.in_flight, by_line.in_flight);
+        assert_eq!((by_op.events, by_line.events), (3, 3));
+        assert_eq!(by_op.settle_in_flight(), 2);
+        assert_eq!(by_line.settle_in_flight(), 2);
+        let uncertain = by_op.groups[0].uncertain.clone().into_runs();
+        assert_eq!(uncertain, by_line.groups[0].uncertain.clone().into_runs());
+        assert_eq!(uncertain.len(), 1);
+        assert_eq!((uncertain[0].first_ms, uncertain[0].last_ms), (2000, 2000));
+    }
+
+    /// `observe_fields` with numbered lists folds as `observe` does: lists
+    /// that repeat, change, come back under another number, and events of
+    /// every kind from the ingest and from others.
+    #[test]
+    fn observe_fields_with_numbered_lists_agrees_with_observe() {
+        let meta: RunMeta = serde_json::from_value(serde_json::json!({
+            "scenario": "t", "seed": 0,
+            "clock": {"start_unix_ns": 0, "start_scenario_ms": 0, "real_ns_per_scenario_s": 10_000_000, "scenario_day_unix_ms": 0},
+            "job": "j", "shards": ["shard1"], "owners": {"T9": "box-1"}, "plan": [], "seeded": [],
+            "lease_ms": 1000, "copy_ms": 1000, "strict_duplicates": false, "mover": {},
+            "end_scenario_ms": 0, "completed": true, "incomplete_reason": null
+        }))
+        .expect("a minimal run");
+        let a: Vec<String> = vec!["T1".into(), "T2".into()];
+        let b: Vec<String> = vec!["T2".into(), "T9".into(), "T3".into()];
+        let events: Vec<(
+            &str,
+            OpType,
+            &str,
+            serde_json::Value,
+            Option<(u64, &Vec<String>)>,
+        )> = vec![
+            (
+                "ingest",
+                OpType::Invoke,
+                "ingest",
+                serde_json::json!({"shard": "shard1", "ts_ms": 0, "turbines": a}),
+                Some((1, &a)),
+            ),
+            (
+                "ingest",
+                OpType::Ok,
+                "ingest",
+                serde_json::json!({"shard": "shard1", "ts_ms": 0, "turbines": a}),
+                Some((1, &a)),
+            ),
+            (
+                "ingest",
+                OpType::Invoke,
+                "ingest",
+                serde_json::json!({"shard": "shard2", "ts_ms": 2, "turbines": b}),
+                Some((2, &b)),
+            ),
+            (
+                "ingest",
+                OpType::Info,
+                "ingest",
+                serde_json::json!({"shard": "shard2", "ts_ms": 2, "turbines": b}),
+                Some((2, &b)),
+            ),
+            (
+                "ingest",
+                OpType::Fail,
+                "ingest",
+                serde_json::json!({"shard": "shard1", "ts_ms": 4, "turbines": a}),
+                Some((7, &a)),
+            ),
+            (
+                "ingest",
+                OpType::Ok,
+                "ingest",
+                serde_json::json!({"shard": "shard1", "ts_ms": 6, "turbines": a}),
+                Some((7, &a)),
+            ),
+            (
+                "ingest",
+                OpType::Invoke,
+                "ingest",
+                serde_json::json!({"shard": "shard1", "ts_ms": 8, "turbines": b}),
+                Some((3, &b)),
+            ),
+            (
+                "ingest",
+                OpType::Ok,
+                "ingest",
+                serde_json::json!({"shard": "shard1", "ts_ms": 10}),
+                None,
+            ),
+            (
+                "box-1",
+                OpType::Invoke,
+                "copy",
+                serde_json::json!({"turbine": "T1"}),
+                None,
+            ),
+            (
+                "box-1",
+                OpType::Fail,
+                "copy",
+                serde_json::json!({"reason": "fenced", "token": 3, "shard_token": 4, "shard": "shard1"}),
+                None,
+            ),
+            (
+                "box-2",
+                OpType::Fail,
+                "ingest",
+                serde_json::json!({"reason": "fenced", "token": 5, "turbines": a}),
+                Some((1, &a)),
+            ),
+        ];
+        let mut by_op = HistoryFold::new(&meta);
+        let mut by_fields = HistoryFold::new(&meta);
+        for (i, (process, kind, f, value, list)) in events.into_iter().enumerate() {
+            let op = Op {
+                index: i as u64,
+                time_ns: i as i64,
+                scenario_time: String::new(),
+                process: process.into(),
+                kind,
+                f: f.into(),
+                value,
+            };
+            by_op.observe(&op);
+            let v = &op.value;
+            by_fields.observe_fields(&FoldEvent {
+                kind,
+                process,
+                f,
+                time_ns: op.time_ns,
+                reason: v.get("reason").and_then(|x| x.as_str()),
+                token: v.get("token").and_then(|x| x.as_i64()),
+                shard_token: v.get("shard_token").and_then(|x| x.as_i64()),
+                shard: v.get("shard").and_then(|x| x.as_str()),
+                ts_ms: v.get("ts_ms").and_then(|x| x.as_i64()),
+                turbines: list.map(|(key, names)| TurbineList { key, names }),
+            });
+        }
+        assert_eq!(by_op.turbines, by_fields.turbines);
+        assert_eq!(by_op.refusals, by_fields.refusals);
+        assert_eq!(by_op.in_flight, by_fields.in_flight);
+        assert_eq!(
+            (
+                by_op.events,
+                by_op.readings_acknowledged,
+                by_op.readings_uncertain,
+                by_op.readings_failed,
+                by_op.unreadable_ingest
+            ),
+            (
+                by_fields.events,
+                by_fields.readings_acknowledged,
+                by_fields.readings_uncertain,
+                by_fields.readings_failed,
+                by_fields.unreadable_ingest
+            )
+        );
+        assert_eq!(by_op.groups.len(), by_fields.groups.len());
+        for (x, y) in by_op.groups.iter().zip(&by_fields.groups) {
+            assert_eq!(x.turbines, y.turbines);
+            assert_eq!(
+                x.acknowledged.clone().into_runs(),
+                y.acknowledged.clone().into_runs()
+            );
+            assert_eq!(
+                x.uncertain.clone().into_runs(),
+                y.uncertain.clone().into_runs()
+            );
+        }
     }
 
     #[test]

@@ -3,13 +3,27 @@
 use crate::claims::Claims;
 use crate::fold::HistoryFold;
 use crate::stats::{GrantStat, Stats};
-use crate::times::{format_ms, scenario_ms};
+use crate::times::{format_ms, round_s, scenario_ms};
 use crate::writes::{attribute, TurbineWrites};
-use crate::{fencing, lease, liveness, rows, Verdict};
-use chaos_history::{Audit, FinalState, RunMeta};
+use crate::{attribution, fencing, grants, lease, liveness, rows, stall, Verdict};
+use chaos_history::{Audit, FinalState, RunMeta, WriteOp};
 
-pub fn judge(
-    fold: HistoryFold,
+impl HistoryFold {
+    /// Judge the run: the folded history with the audit and the final state
+    /// (either may be missing: the verdict is then `unknown` with the reason).
+    /// (Here rather than in `fold.rs`: the fold knows nothing of judging.)
+    pub fn finish(
+        self,
+        meta: &RunMeta,
+        audit: Option<&Audit>,
+        final_state: Option<&FinalState>,
+    ) -> Verdict {
+        judge(self, meta, audit, final_state)
+    }
+}
+
+fn judge(
+    mut fold: HistoryFold,
     meta: &RunMeta,
     audit: Option<&Audit>,
     final_state: Option<&FinalState>,
@@ -52,8 +66,10 @@ pub fn judge(
         Some(_) => {}
     }
 
+    let readings_unanswered = fold.settle_in_flight();
     let mut stats = Stats {
         events: fold.events,
+        readings_unanswered,
         readings_acknowledged: fold.readings_acknowledged,
         readings_uncertain: fold.readings_uncertain,
         readings_failed: fold.readings_failed,
@@ -66,10 +82,17 @@ pub fn judge(
 
     let turbine_writes = audit.map(TurbineWrites::new);
     let final_complete = final_state.is_some_and(|f| f.complete);
+    // Phantom rows are provable only against a complete expectation.
+    let expectation_complete = fold.unreadable_ingest == 0;
     let rows = final_state.map(|f| rows::tally_turbines(fold.turbines, fold.groups, meta, f));
     if let Some(r) = &rows {
         reasons.extend(r.reasons.iter().cloned());
-        anomalies.extend(r.anomalies(meta, turbine_writes.as_ref(), final_complete));
+        anomalies.extend(r.anomalies(
+            meta,
+            turbine_writes.as_ref(),
+            final_complete,
+            expectation_complete,
+        ));
         stats.lost_turbines = r.lost_turbines();
         stats.rows_lost = r.rows_lost();
         stats.duplicated_readings = r.turbines.iter().map(|t| t.tally.duplicated.count).sum();
@@ -80,6 +103,9 @@ pub fn judge(
             .sum();
         stats.misplaced_readings = r.turbines.iter().map(|t| t.tally.misplaced.count).sum();
         stats.unexpected_readings = r.turbines.iter().map(|t| t.tally.unexpected.count).sum();
+        stats.phantom_readings = stats.unexpected_readings;
+        stats.corrupt_rows = r.corrupt.iter().map(|c| c.check.wrong as u64).sum();
+        stats.values_checked_rows = r.values_checked;
     }
 
     let live = final_state.map(|f| liveness::check(meta, f, audit));
@@ -96,7 +122,12 @@ pub fn judge(
         let writes = attribute(audit, &claims);
         stats.shard_writes = audit.shard_writes.len() as u64;
         stats.claim_changes = audit.claim_changes.len() as u64;
-        stats.ungranted_writes = writes.iter().filter(|a| a.grant.is_none()).count() as u64;
+        stats.unattributed_writes = writes.iter().filter(|a| a.grant.is_none()).count() as u64;
+        stats.ungranted_writes = stats.unattributed_writes;
+        stats.borrowed_token_writes = writes
+            .iter()
+            .filter(|a| a.borrowed && matches!(a.write.op, WriteOp::Insert | WriteOp::Delete))
+            .count() as u64;
         stats.grants = claims
             .grants
             .iter()
@@ -112,6 +143,20 @@ pub fn judge(
                 }
             })
             .collect();
+
+        let overlapping = claims.overlaps();
+        stats.overlapping_grants = overlapping.len() as u64;
+        stats.overlapping_grants_s =
+            round_s(overlapping.iter().map(|o| grants::overlap_s(o, meta)).sum());
+        anomalies.extend(grants::overlap_anomaly(&overlapping, &claims, meta));
+
+        // Writes no grant can be named for: never skipped, the reasons say what to set.
+        let unattributed =
+            attribution::unattributed(&writes, &claims, rows.as_ref().filter(|_| final_complete));
+        let (anomaly, why) = attribution::unattributed_anomaly(&unattributed, &claims, meta);
+        anomalies.extend(anomaly);
+        reasons.extend(why);
+        anomalies.extend(attribution::borrowed_anomaly(&writes, &claims, meta));
 
         let stale = fencing::stale_writes(&writes, &claims);
         stats.stale_writes_accepted = stale.len() as u64;
@@ -147,6 +192,11 @@ pub fn judge(
             stats.turbines_moved_before_first_vacancy = Some(l.moved_before(first));
         }
         anomalies.extend(lease::vacancy_anomaly(&windows, meta));
+
+        let stalls = stall::stalls(&writes, &claims, meta);
+        stats.stalled_holders = stalls.len() as u64;
+        stats.stalled_holder_max_s = stall::longest_s(&stalls, meta);
+        anomalies.extend(stall::stall_anomaly(&stalls, &claims, meta));
     }
 
     let stats = serde_json::to_value(&stats).expect("stats are plain data");

@@ -21,6 +21,8 @@ pub struct LateWrites<'a> {
     pub expiry_at_last_unix_ns: i64,
     /// Deletes after expiry that took readings which are now lost.
     pub destroying: Vec<&'a ShardWrite>,
+    /// Of `writes`, those sent by another box (or none named) with this grant's token.
+    pub borrowed: u64,
 }
 
 /// Writes committed after the latest expiry the claim audit showed for
@@ -46,8 +48,10 @@ pub fn late_writes<'a>(
             expiry_at_first_unix_ns: expiry,
             expiry_at_last_unix_ns: expiry,
             destroying: Vec::new(),
+            borrowed: 0,
         });
         late.writes += 1;
+        late.borrowed += u64::from(a.borrowed);
         late.last_unix_ns = at;
         late.expiry_at_last_unix_ns = expiry;
         if a.write.op == WriteOp::Delete && destroyed(a.write, rows) {
@@ -59,7 +63,7 @@ pub fn late_writes<'a>(
 
 /// A delete destroyed data when its turbine ended with lost readings in the
 /// range it touched (any range, when the audit did not say).
-fn destroyed(w: &ShardWrite, rows: Option<&RowsOutcome>) -> bool {
+pub(crate) fn destroyed(w: &ShardWrite, rows: Option<&RowsOutcome>) -> bool {
     let Some((lo, hi)) = w.turbine.as_deref().and_then(|t| rows?.lost_range(t)) else {
         return false;
     };
@@ -99,17 +103,18 @@ pub fn late_anomaly(late: &[LateWrites], claims: &Claims, meta: &RunMeta) -> Opt
             let g = &claims.grants[l.grant];
             let seconds = round_s(scenario_s_between(clock, l.expiry_at_last_unix_ns, l.last_unix_ns));
             lines.push(format!(
-                "{} wrote for {seconds} s after its lease (token {}) expired at {} ({} writes, {} -> {}){}",
+                "{} wrote for {seconds} s after its lease (token {}) expired at {} ({} writes, {} -> {}{}){}",
                 g.holder,
                 g.token,
                 format_ms(at(l.expiry_at_last_unix_ns)),
                 l.writes,
                 format_ms(at(l.first_unix_ns)),
                 format_ms(at(l.last_unix_ns)),
+                if l.borrowed == 0 { String::new() } else { format!("; {} of them by another box with its token", l.borrowed) },
                 if l.destroying.is_empty() { "" } else { ", and its delete destroyed data" },
             ));
             json!({
-                "box": g.holder, "token": g.token, "writes": l.writes,
+                "box": g.holder, "token": g.token, "writes": l.writes, "borrowed_writes": l.borrowed,
                 "expired_at_scenario_ms": at(l.expiry_at_first_unix_ns), "expired_at_time": format_ms(at(l.expiry_at_first_unix_ns)),
                 "first_write_scenario_ms": at(l.first_unix_ns), "first_write_time": format_ms(at(l.first_unix_ns)),
                 "last_write_scenario_ms": at(l.last_unix_ns), "last_write_time": format_ms(at(l.last_unix_ns)),

@@ -8,22 +8,25 @@
 //! `check` judges a loaded run; `HistoryFold` is the same check streamed,
 //! for a history too big to hold (`observe` every event, then `finish`).
 
+mod attribution;
 mod bench;
 mod claims;
 mod fencing;
 mod fold;
+mod grants;
 mod judge;
 mod lease;
 mod liveness;
 mod readings;
 mod rows;
+mod stall;
 mod stats;
 mod times;
 mod verdict;
 mod writes;
 
 pub use bench::{bench_synthetic, BenchFigures, Synthetic};
-pub use fold::{HistoryFold, Refusal};
+pub use fold::{FoldEvent, HistoryFold, Refusal, TurbineList};
 pub use stats::{GrantStat, Stats};
 pub use verdict::{Anomaly, AnomalyClass, Severity, Validity, Verdict};
 

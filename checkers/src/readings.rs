@@ -118,12 +118,15 @@ pub struct TurbineTally {
     pub duplicated: Tally,
     /// Rows beyond the first copy of each duplicated reading.
     pub duplicate_rows_extra: u64,
-    /// Present, but neither on the owner shard nor on the plan's source
-    /// (readings only on the source are the move's pending work: `unmoved`).
+    /// Present on a shard that is neither the owner nor the plan's source,
+    /// whether or not the owner holds them too (a stray copy is misplaced;
+    /// readings left on the source are the move's pending work: `unmoved`,
+    /// or a duplicate once the owner has them too).
     pub misplaced: Tally,
-    /// Present only on the plan's source shard: not moved (yet).
+    /// Present on the plan's source shard and on no other: not moved (yet).
     pub unmoved: Tally,
-    /// Present but neither expected nor uncertain (an ingest `fail` that landed, a mover inventing rows).
+    /// Present but neither expected nor uncertain (an ingest `fail` that
+    /// landed, a mover inventing rows, a turbine nobody knew): phantom rows.
     pub unexpected: Tally,
     /// Distinct readings present anywhere: `first_ms` is where the surviving history starts.
     pub present: Tally,
@@ -273,7 +276,8 @@ fn segment_tally(
                 Source::Present { shard, copies: n } => {
                     copies += n as u64;
                     on_owner |= owner == Some(shard) && n > 0;
-                    on_other |= owner != Some(shard) && source != Some(shard) && n > 0;
+                    on_other |=
+                        owner.is_some() && owner != Some(shard) && source != Some(shard) && n > 0;
                 }
             }
             c.next_ms = if c.step_ms == 0 {
@@ -297,12 +301,10 @@ fn segment_tally(
                 acc.duplicated.hit(t);
                 acc.duplicate_rows_extra += copies - 1;
             }
-            if owner.is_some() && !on_owner {
-                if on_other {
-                    acc.misplaced.hit(t);
-                } else {
-                    acc.unmoved.hit(t);
-                }
+            if on_other {
+                acc.misplaced.hit(t);
+            } else if owner.is_some() && !on_owner {
+                acc.unmoved.hit(t);
             }
             if !expected && !maybe {
                 acc.unexpected.hit(t);
@@ -484,6 +486,40 @@ mod tests {
         .unwrap();
         assert_eq!(t.unmoved.count, 15_768_000 - 6);
         assert_eq!(t.misplaced.count, 6);
+    }
+
+    /// A stray copy is misplaced even when the owner holds the readings too
+    /// (and they are duplicated); a copy left on the source is not.
+    #[test]
+    fn a_stray_copy_beside_the_owners_is_misplaced_the_sources_is_not() {
+        let day = run(0, 86_400 * S - 2 * S, 2 * S);
+        let t = tally(
+            &[
+                (day, Source::Expected),
+                (day, on(2, 1)),
+                (run(0, 10 * S, 2 * S), on(1, 1)),
+            ],
+            Some(2),
+            Some(0),
+        )
+        .unwrap();
+        assert_eq!(
+            (t.misplaced.count, t.duplicated.count, t.unmoved.count),
+            (6, 6, 0)
+        );
+        let t = tally(
+            &[(day, Source::Expected), (day, on(2, 1)), (day, on(0, 1))],
+            Some(2),
+            Some(0),
+        )
+        .unwrap();
+        assert_eq!(
+            (t.misplaced.count, t.duplicated.count, t.unmoved.count),
+            (0, 43_200, 0)
+        );
+        // Placement is not judged where the routing names no owner.
+        let t = tally(&[(day, on(1, 1))], None, None).unwrap();
+        assert_eq!((t.misplaced.count, t.unexpected.count), (0, 43_200));
     }
 
     #[test]

@@ -1,11 +1,11 @@
-//! The rows check: every acknowledged reading exactly once on its owner shard; lost, duplicated and misplaced readings per turbine.
+//! The rows check: every acknowledged reading exactly once on its owner shard; lost, duplicated, misplaced, phantom and corrupt readings per turbine.
 
 use crate::fold::IngestGroup;
-use crate::readings::{tally, Source, TurbineTally};
+use crate::readings::{tally, Source, Tally, TurbineTally};
 use crate::times::{format_ms, format_reading, scenario_ms};
 use crate::writes::TurbineWrites;
 use crate::{Anomaly, AnomalyClass, Severity};
-use chaos_history::{FinalState, Run, RunMeta};
+use chaos_history::{FinalState, Run, RunMeta, ValueCheck};
 use serde_json::json;
 use std::collections::HashMap;
 
@@ -14,9 +14,21 @@ use std::collections::HashMap;
 pub struct TurbineRows {
     pub turbine: String,
     pub owner: Option<String>,
+    /// The plan's source shard for it, when it is to move to its owner.
+    pub source: Option<String>,
     /// Shards holding some of its readings at the end.
     pub shards: Vec<String>,
     pub tally: TurbineTally,
+    /// Per shard holding phantom readings of it: how many and which range.
+    pub phantom_by_shard: Vec<(String, Tally)>,
+}
+
+/// A (shard, turbine) whose value check found rows with the wrong value.
+#[derive(Debug, Clone)]
+pub struct CorruptRows {
+    pub shard: String,
+    pub turbine: String,
+    pub check: ValueCheck,
 }
 
 #[derive(Debug, Default)]
@@ -24,6 +36,10 @@ pub struct RowsOutcome {
     pub turbines: Vec<TurbineRows>,
     /// Why some turbine could not be judged (becomes `unknown`).
     pub reasons: Vec<String>,
+    /// Every (shard, turbine) with wrong values, in the final state's order.
+    pub corrupt: Vec<CorruptRows>,
+    /// Rows whose value the shards checked (0: a run that did not check values).
+    pub values_checked: u64,
 }
 
 /// Tally every turbine: seeded and acknowledged readings are expected,
@@ -65,7 +81,18 @@ pub fn tally_turbines(
         }
     }
     let mut held_on: Vec<Vec<String>> = vec![Vec::new(); names.len()];
+    let mut out = RowsOutcome::default();
     for st in &final_state.shards {
+        if let Some(check) = st.values {
+            out.values_checked += check.rows.max(0) as u64;
+            if check.wrong > 0 {
+                out.corrupt.push(CorruptRows {
+                    shard: st.shard.clone(),
+                    turbine: st.turbine.clone(),
+                    check,
+                });
+            }
+        }
         let i = slot(&st.turbine, &mut names, &mut per);
         held_on.resize(names.len(), Vec::new());
         let shard = match shards.iter().position(|s| *s == st.shard) {
@@ -95,7 +122,6 @@ pub fn tally_turbines(
         per[i].extend(runs);
     }
     held_on.resize(names.len(), Vec::new());
-    let mut out = RowsOutcome::default();
     for (i, name) in names.into_iter().enumerate() {
         let owner = meta.owners.get(&name).cloned();
         let owner_index = owner
@@ -113,12 +139,21 @@ pub fn tally_turbines(
             .and_then(|s| shards.iter().position(|x| x == s))
             .map(|p| p as u32);
         match tally(&per[i], owner_index, source_index) {
-            Ok(tally) => out.turbines.push(TurbineRows {
-                turbine: name,
-                owner,
-                shards: std::mem::take(&mut held_on[i]),
-                tally,
-            }),
+            Ok(tally) => {
+                let phantom_by_shard = if tally.unexpected.count > 0 {
+                    phantom_by_shard(&per[i], &shards, owner_index, source_index)
+                } else {
+                    Vec::new()
+                };
+                out.turbines.push(TurbineRows {
+                    turbine: name,
+                    owner,
+                    source: source.map(str::to_string),
+                    shards: std::mem::take(&mut held_on[i]),
+                    tally,
+                    phantom_by_shard,
+                })
+            }
             Err(e) => out.reasons.push(format!(
                 "turbine {name}: its runs are too irregular to check ({} points in one stretch)",
                 e.points
@@ -126,6 +161,39 @@ pub fn tally_turbines(
         }
     }
     out
+}
+
+/// The phantom readings of one turbine, shard by shard: the expectation
+/// against each shard's runs alone (only for turbines that have some).
+fn phantom_by_shard(
+    runs: &[(Run, Source)],
+    shards: &[String],
+    owner: Option<u32>,
+    source: Option<u32>,
+) -> Vec<(String, Tally)> {
+    let mut held: Vec<u32> = runs
+        .iter()
+        .filter_map(|(_, s)| match *s {
+            Source::Present { shard, .. } => Some(shard),
+            _ => None,
+        })
+        .collect();
+    held.sort_unstable();
+    held.dedup();
+    held.into_iter()
+        .filter_map(|shard| {
+            let alone: Vec<(Run, Source)> = runs
+                .iter()
+                .filter(|(_, s)| match *s {
+                    Source::Present { shard: on, .. } => on == shard,
+                    _ => true,
+                })
+                .copied()
+                .collect();
+            let t = tally(&alone, owner, source).ok()?.unexpected;
+            (t.count > 0).then(|| (shards[shard as usize].clone(), t))
+        })
+        .collect()
 }
 
 impl RowsOutcome {
@@ -150,15 +218,20 @@ impl RowsOutcome {
         Some((t.tally.lost.first_ms?, t.tally.lost.last_ms?))
     }
 
-    /// Lost, duplicated and misplaced rows, dated by the audit when there is
-    /// one. With a final state that could not read every shard, a reading
-    /// missing from it may sit on the unreadable shard: lost and misplaced
-    /// rows are then shown as information and the verdict says `unknown`.
+    /// Lost, duplicated, misplaced, phantom and corrupt rows, dated by the
+    /// audit when there is one. With a final state that could not read every
+    /// shard, a reading missing from it may sit on the unreadable shard: lost
+    /// rows are then shown as information and the verdict says `unknown`
+    /// (what a readable shard holds where it should not, misplaced, phantom
+    /// or corrupt, is proven whatever the others hold). Phantom rows are
+    /// information when the expectation is incomplete (ingest completions
+    /// that did not say which readings).
     pub fn anomalies(
         &self,
         meta: &RunMeta,
         writes: Option<&TurbineWrites>,
         final_complete: bool,
+        expectation_complete: bool,
     ) -> Vec<Anomaly> {
         let clock = &meta.clock;
         let (provable, caveat) = if final_complete {
@@ -283,7 +356,9 @@ impl RowsOutcome {
             ));
         }
 
-        // Misplaced: dated by the first insert of it on a shard that is not the owner.
+        // Misplaced: dated by the first insert of it on a shard that is
+        // neither the owner nor the plan's source. A stray copy on a shard
+        // that was read is misplaced whatever the unreadable shards hold.
         let mis: Vec<&TurbineRows> = self
             .turbines
             .iter()
@@ -295,8 +370,14 @@ impl RowsOutcome {
             for t in &mis {
                 let ts = t.tally.misplaced.first_ms.unwrap_or_default();
                 let owner = t.owner.clone().unwrap_or_default();
+                let source = t.source.clone().unwrap_or_default();
+                let stray: Vec<&String> = t
+                    .shards
+                    .iter()
+                    .filter(|s| **s != owner && **s != source)
+                    .collect();
                 let by = writes.and_then(|w| {
-                    w.inserts_of(&t.turbine, ts, |s| s != owner)
+                    w.inserts_of(&t.turbine, ts, |s| s != owner && s != source)
                         .first()
                         .copied()
                 });
@@ -308,25 +389,180 @@ impl RowsOutcome {
                     "misplaced_readings": t.tally.misplaced.count,
                     "first_ts_ms": ts,
                     "first_time": format_reading(clock, ts),
+                    "last_ts_ms": t.tally.misplaced.last_ms,
+                    "last_time": t.tally.misplaced.last_ms.map(|ts| format_reading(clock, ts)),
+                    "stray_shards": stray,
+                    "owner_holds_some": t.owner.as_ref().is_some_and(|o| t.shards.contains(o)),
                     "shards_holding": t.shards,
                     "placed_by": by.map(|w| json!({"app": w.app, "shard": w.shard, "token": w.token, "time": format_ms(scenario_ms(clock, w.commit_unix_ns))})),
                 }));
             }
             let readings: u64 = mis.iter().map(|t| t.tally.misplaced.count).sum();
+            let m0 = mis[0];
+            let owner0 = m0.owner.as_deref().unwrap_or("?");
+            let stray0: Vec<&str> = m0
+                .shards
+                .iter()
+                .map(String::as_str)
+                .filter(|s| Some(*s) != m0.owner.as_deref() && Some(*s) != m0.source.as_deref())
+                .collect();
             let summary = format!(
-                "{readings} readings of {} turbine(s) are not on their owner shard; {} belongs on {} but is on {}{caveat}",
+                "{readings} readings of {} turbine(s) are on a shard that is not their owner; {} belongs on {owner0} but is on {}{}",
                 mis.len(),
-                mis[0].turbine,
-                mis[0].owner.as_deref().unwrap_or("?"),
-                mis[0].shards.join(", "),
+                m0.turbine,
+                stray0.join(", "),
+                if m0.shards.iter().any(|s| s == owner0) {
+                    format!(" (as well as on {owner0})")
+                } else {
+                    String::new()
+                },
             );
             out.push(Anomaly::new(
                 AnomalyClass::MisplacedRows,
-                provable,
+                Severity::Error,
                 readings,
                 first,
                 summary,
                 json!({ "turbines": evidence }),
+            ));
+        }
+
+        // Phantom: dated by the first insert on that shard that could have
+        // put the first of them there, else by the reading itself.
+        let phantom: Vec<&TurbineRows> = self
+            .turbines
+            .iter()
+            .filter(|t| t.tally.unexpected.count > 0)
+            .collect();
+        if !phantom.is_empty() {
+            let mut first: Option<i64> = None;
+            let mut evidence = Vec::new();
+            for t in &phantom {
+                let per_shard: Vec<(String, Tally)> = if t.phantom_by_shard.is_empty() {
+                    vec![(t.shards.join(", "), t.tally.unexpected)]
+                } else {
+                    t.phantom_by_shard.clone()
+                };
+                for (shard, tally) in per_shard {
+                    let ts = tally.first_ms.unwrap_or_default();
+                    let by = writes.and_then(|w| {
+                        w.inserts_of(&t.turbine, ts, |s| s == shard)
+                            .first()
+                            .copied()
+                    });
+                    let at = by.map_or(reading_ms(ts), |w| scenario_ms(clock, w.commit_unix_ns));
+                    first = Some(first.map_or(at, |f| f.min(at)));
+                    evidence.push(json!({
+                        "turbine": t.turbine,
+                        "shard": shard,
+                        "owner": t.owner,
+                        "known_turbine": t.owner.is_some() || t.tally.expected.count > 0,
+                        "readings": tally.count,
+                        "first_ts_ms": tally.first_ms,
+                        "first_time": tally.first_ms.map(|ts| format_reading(clock, ts)),
+                        "last_ts_ms": tally.last_ms,
+                        "last_time": tally.last_ms.map(|ts| format_reading(clock, ts)),
+                        "inserted_by": by.map(|w| json!({"app": w.app, "shard": w.shard, "token": w.token, "time": format_ms(scenario_ms(clock, w.commit_unix_ns))})),
+                    }));
+                }
+            }
+            let readings: u64 = phantom.iter().map(|t| t.tally.unexpected.count).sum();
+            let p0 = phantom[0];
+            let (shard0, tally0) = p0
+                .phantom_by_shard
+                .first()
+                .cloned()
+                .unwrap_or_else(|| (p0.shards.join(", "), p0.tally.unexpected));
+            let range = match (tally0.first_ms, tally0.last_ms) {
+                (Some(a), Some(b)) if a != b => {
+                    format!(
+                        "{} -> {}",
+                        format_reading(clock, a),
+                        format_reading(clock, b)
+                    )
+                }
+                (Some(a), _) => format_reading(clock, a),
+                _ => "?".to_string(),
+            };
+            let (severity, caveat) = if expectation_complete {
+                (Severity::Error, "")
+            } else {
+                (
+                    Severity::Info,
+                    " (some ingest completions do not say which readings: they may explain these)",
+                )
+            };
+            let summary = format!(
+                "{readings} readings of {} turbine(s) are on a shard though nothing put them there (not seeded, not ingested ok or info, no copy of either); first: {} on {shard0}, {} readings {range}{}{caveat}",
+                phantom.len(),
+                p0.turbine,
+                tally0.count,
+                if p0.owner.is_none() && p0.tally.expected.count == 0 {
+                    " (a turbine nobody planned, seeded or ingested)"
+                } else {
+                    ""
+                },
+            );
+            out.push(Anomaly::new(
+                AnomalyClass::PhantomRows,
+                severity,
+                readings,
+                first,
+                summary,
+                json!({ "turbines": evidence }),
+            ));
+        }
+
+        // Corrupt: the shard's own value check, dated by the first insert on
+        // that shard of the first wrong reading, else by the reading itself.
+        if !self.corrupt.is_empty() {
+            let mut first: Option<i64> = None;
+            let mut evidence = Vec::new();
+            for c in &self.corrupt {
+                let ts = c.check.first_wrong_ts_ms;
+                let by = writes.and_then(|w| match ts {
+                    Some(ts) => w
+                        .inserts_of(&c.turbine, ts, |s| s == c.shard)
+                        .first()
+                        .copied(),
+                    None => w.first_insert_on(&c.turbine, &c.shard),
+                });
+                let at = by
+                    .map(|w| scenario_ms(clock, w.commit_unix_ns))
+                    .or(ts.map(reading_ms));
+                if let Some(at) = at {
+                    first = Some(first.map_or(at, |f| f.min(at)));
+                }
+                evidence.push(json!({
+                    "shard": c.shard,
+                    "turbine": c.turbine,
+                    "rows": c.check.rows,
+                    "wrong": c.check.wrong,
+                    "first_wrong_ts_ms": ts,
+                    "first_wrong_time": ts.map(|ts| format_reading(clock, ts)),
+                    "inserted_by": by.map(|w| json!({"app": w.app, "shard": w.shard, "token": w.token, "time": format_ms(scenario_ms(clock, w.commit_unix_ns))})),
+                }));
+            }
+            let wrong: u64 = self.corrupt.iter().map(|c| c.check.wrong as u64).sum();
+            let c0 = &self.corrupt[0];
+            let summary = format!(
+                "{wrong} rows on {} (shard, turbine) hold a value that is not their reading's; first: {} on {}, {} of {} rows wrong{}",
+                self.corrupt.len(),
+                c0.turbine,
+                c0.shard,
+                c0.check.wrong,
+                c0.check.rows,
+                c0.check
+                    .first_wrong_ts_ms
+                    .map_or(String::new(), |ts| format!(" from {}", format_reading(clock, ts))),
+            );
+            out.push(Anomaly::new(
+                AnomalyClass::CorruptRows,
+                Severity::Error,
+                wrong,
+                first,
+                summary,
+                json!({ "rows": evidence }),
             ));
         }
         out

@@ -18,6 +18,10 @@ pub struct Stats {
     pub readings_uncertain: u64,
     /// Ingest readings completed `fail`: certainly not written.
     pub readings_failed: u64,
+    /// Ingest readings whose batch was invoked and never completed (the
+    /// history was cut short mid-batch): uncertain, like `info`.
+    #[serde(default)]
+    pub readings_unanswered: u64,
     /// Every grant of the job's claim, in commit order, from the routing db's audit.
     pub grants: Vec<GrantStat>,
     /// Windows with no valid claim while the plan was unfinished.
@@ -55,12 +59,40 @@ pub struct Stats {
     pub misplaced_readings: u64,
     /// Readings present that were neither seeded nor acknowledged nor uncertain.
     pub unexpected_readings: u64,
+    /// The same readings, as the `phantom-rows` anomaly counts them.
+    #[serde(default)]
+    pub phantom_readings: u64,
+    /// Rows whose value is not their reading's, by the shards' value check
+    /// (`corrupt-rows`), and how many rows that check covered (0: not checked).
+    #[serde(default)]
+    pub corrupt_rows: u64,
+    #[serde(default)]
+    pub values_checked_rows: u64,
+    /// Pairs of grants valid at once by the routing db's record
+    /// (`overlapping-grants`), and the scenario seconds they shared in all.
+    #[serde(default)]
+    pub overlapping_grants: u64,
+    #[serde(default)]
+    pub overlapping_grants_s: f64,
+    /// Stretches of a claim renewed for more than two leases with no write by its holder
+    /// (`stalled-holder`), and the longest in scenario seconds.
+    #[serde(default)]
+    pub stalled_holders: u64,
+    #[serde(default)]
+    pub stalled_holder_max_s: f64,
     /// Mover writes a shard accepted from an older grant after a newer one had written there.
     pub stale_writes_accepted: u64,
     /// Writes a shard's fence refused (history `fail` with reason `fenced`).
     pub refused_writes: u64,
-    /// Mover writes by a box that held no grant at the time.
+    /// Governed shard writes no grant can be named for (`unattributed-write`).
+    #[serde(default)]
+    pub unattributed_writes: u64,
+    /// The same count, under its older name.
     pub ungranted_writes: u64,
+    /// Inserts and deletes judged by a token granted to another box than
+    /// their writer's `application_name` (`borrowed-token-write`).
+    #[serde(default)]
+    pub borrowed_token_writes: u64,
     /// Audit sizes: shard writes and claim changes read.
     pub shard_writes: u64,
     pub claim_changes: u64,

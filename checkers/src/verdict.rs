@@ -33,11 +33,27 @@ impl Validity {
 pub enum AnomalyClass {
     LostRows,
     DuplicatedRows,
+    /// Readings on a shard that is neither their owner nor the plan's source,
+    /// whether or not the owner holds them too.
     MisplacedRows,
+    /// Readings present that nothing explains: not seeded, not ingested `ok`
+    /// or `info` (an ingest `fail` that appears anyway is one), no turbine anybody knew.
+    PhantomRows,
+    /// Rows whose value is not their reading's value (the shard's own value check).
+    CorruptRows,
     StaleTokenWrite,
+    /// The lock's own promise broken: two grants valid at once by the routing db's record.
+    OverlappingGrants,
+    /// A governed shard write no grant can be named for (the verdict says why).
+    UnattributedWrite,
     WriteAfterLeaseExpiry,
     ConcurrentHolders,
+    /// A write carrying a token granted to another box (or with no
+    /// `application_name`): judged by that token, reported.
+    BorrowedTokenWrite,
     VacancyWindow,
+    /// A claim renewed for more than two leases with no write by its holder.
+    StalledHolder,
     JobNotFinished,
     /// A write the resource refused (fencing worked): evidence, not a fault.
     StaleWriteRefused,
@@ -90,10 +106,16 @@ impl AnomalyClass {
             AnomalyClass::LostRows => "lost-rows",
             AnomalyClass::DuplicatedRows => "duplicated-rows",
             AnomalyClass::MisplacedRows => "misplaced-rows",
+            AnomalyClass::PhantomRows => "phantom-rows",
+            AnomalyClass::CorruptRows => "corrupt-rows",
             AnomalyClass::StaleTokenWrite => "stale-token-write",
+            AnomalyClass::OverlappingGrants => "overlapping-grants",
+            AnomalyClass::UnattributedWrite => "unattributed-write",
             AnomalyClass::WriteAfterLeaseExpiry => "write-after-lease-expiry",
             AnomalyClass::ConcurrentHolders => "concurrent-holders",
+            AnomalyClass::BorrowedTokenWrite => "borrowed-token-write",
             AnomalyClass::VacancyWindow => "vacancy-window",
+            AnomalyClass::StalledHolder => "stalled-holder",
             AnomalyClass::JobNotFinished => "job-not-finished",
             AnomalyClass::StaleWriteRefused => "stale-write-refused",
         }

@@ -1,33 +1,141 @@
-//! Shard writes from the audit: which grant each mover write acted under, and an index by turbine for dating anomalies.
+//! Shard writes from the audit: which grant each write acted under (or why none can be named), and an index by turbine for dating anomalies.
+//!
+//! The attribution rules, in order:
+//! 1. A write that carries a token (its own `chaos.token`, or the token of
+//!    the fence update in the same transaction on the same shard) is judged
+//!    by that token, whoever wrote it: it belongs to the grant with that
+//!    token (the writer's own grant of it when there are several). When that
+//!    grant's holder is not the writer's `application_name` the write is
+//!    `borrowed`: attributed all the same, and reported.
+//! 2. A write without a token belongs to its box's (`application_name`'s)
+//!    most recent grant handed out at or before the write.
+//! 3. Otherwise it is unattributed: no `application_name`, no grant yet, its
+//!    grant released before it (and no new one), a token no grant ever had,
+//!    or a token used before the lock handed it out.
+//!
+//! The ingest (`ingest*`) and the harness write without a lease by design:
+//! their writes are governed only when they carry a token some grant had.
 
 use crate::claims::Claims;
 use chaos_history::{Audit, ShardWrite, WriteOp};
 use std::collections::HashMap;
 
-/// A mover's committed write and the grant it acted under (`None`: its
-/// writer never held the claim before it).
+/// Why a governed write has no grant.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord, Hash)]
+pub enum Unattributed {
+    /// No `application_name` and no token: no box can be named.
+    NoAppName,
+    /// Its box held no grant yet (or never did).
+    NoGrant,
+    /// Its box's latest grant (index) was released before the write, and no new grant followed.
+    AfterRelease { grant: usize },
+    /// It carries a token the routing db never handed out.
+    UnknownToken { token: i64 },
+    /// It carries the token of a grant (index) the routing db handed out only after the write committed.
+    TokenBeforeGrant { grant: usize },
+}
+
+/// A governed write and the grant it acted under.
 #[derive(Debug, Clone, Copy)]
 pub struct Attributed<'a> {
     pub write: &'a ShardWrite,
     pub grant: Option<usize>,
+    /// The token it carried: its own, or its transaction's fence update's.
+    pub token: Option<i64>,
+    /// Attributed by a token granted to another holder than its `application_name`.
+    pub borrowed: bool,
+    /// Why `grant` is `None`.
+    pub unattributed: Option<Unattributed>,
 }
 
-/// Whether a writer is a mover, the only writers the lease and the fence
-/// govern: the ingest writes without asking anybody, by design, and the
-/// harness seeds before the audit starts.
+/// Writers the lease and the fence do not govern: the ingest writes new
+/// readings without asking anybody, by design, and the harness seeds and
+/// sets up. Every other writer, an empty `application_name` included, is a mover.
+pub fn is_unfenced(app: &str) -> bool {
+    app.starts_with("ingest") || app == "harness"
+}
+
+/// Whether a writer is a mover, the writers the lease and the fence govern.
 pub fn is_mover(app: &str) -> bool {
-    !(app.is_empty() || app.starts_with("ingest") || app == "harness")
+    !is_unfenced(app)
 }
 
-/// Every mover write, in commit order, with its grant.
+/// The grant a write acted under, by the rules of the module doc.
+pub fn attribute_one<'a>(
+    w: &'a ShardWrite,
+    token: Option<i64>,
+    claims: &Claims,
+) -> Option<Attributed<'a>> {
+    let at = w.commit_unix_ns;
+    let found = |grant: usize, borrowed: bool| Attributed {
+        write: w,
+        grant: Some(grant),
+        token,
+        borrowed,
+        unattributed: None,
+    };
+    let none = |why: Unattributed| Attributed {
+        write: w,
+        grant: None,
+        token,
+        borrowed: false,
+        unattributed: Some(why),
+    };
+    if let Some(t) = token {
+        let with = claims.with_token(t);
+        let own = with
+            .iter()
+            .rev()
+            .find(|&&g| claims.grants[g].holder == w.app);
+        let issued = with
+            .iter()
+            .rev()
+            .find(|&&g| claims.grants[g].commit_unix_ns <= at);
+        return match own.or(issued).or(with.first()) {
+            // Nobody can know a token before the lock hands it out (the shard's
+            // and the routing db's commit times come from one machine's clock).
+            Some(&g) if claims.grants[g].commit_unix_ns > at && !is_unfenced(&w.app) => {
+                Some(none(Unattributed::TokenBeforeGrant { grant: g }))
+            }
+            Some(&g) if claims.grants[g].commit_unix_ns > at => None,
+            Some(&g) => Some(found(g, claims.grants[g].holder != w.app)),
+            None if is_unfenced(&w.app) => None,
+            None => Some(none(Unattributed::UnknownToken { token: t })),
+        };
+    }
+    if is_unfenced(&w.app) {
+        return None;
+    }
+    if w.app.is_empty() {
+        return Some(none(Unattributed::NoAppName));
+    }
+    Some(match claims.latest_of(&w.app, at) {
+        None => none(Unattributed::NoGrant),
+        Some(g) if claims.grants[g].released_before(at).is_some() => {
+            none(Unattributed::AfterRelease { grant: g })
+        }
+        Some(g) => found(g, false),
+    })
+}
+
+/// Every governed write, in commit order, with its grant or why it has none.
 pub fn attribute<'a>(audit: &'a Audit, claims: &Claims) -> Vec<Attributed<'a>> {
+    // A transaction that updated a shard's fence said its token there.
+    let mut fence_token: HashMap<(&str, i64), i64> = HashMap::new();
+    for w in &audit.shard_writes {
+        if let (WriteOp::Fence, Some(t)) = (w.op, w.token) {
+            let e = fence_token.entry((w.shard.as_str(), w.xid)).or_insert(t);
+            *e = (*e).max(t);
+        }
+    }
     let mut out: Vec<Attributed<'a>> = audit
         .shard_writes
         .iter()
-        .filter(|w| is_mover(&w.app))
-        .map(|w| Attributed {
-            write: w,
-            grant: claims.grant_for(&w.app, w.commit_unix_ns, w.token),
+        .filter_map(|w| {
+            let token = w
+                .token
+                .or_else(|| fence_token.get(&(w.shard.as_str(), w.xid)).copied());
+            attribute_one(w, token, claims)
         })
         .collect();
     out.sort_by_key(|a| (a.write.commit_unix_ns, a.write.xid));
@@ -72,6 +180,14 @@ impl<'a> TurbineWrites<'a> {
             .copied()
     }
 
+    /// The first insert of the turbine on `shard`, any readings.
+    pub fn first_insert_on(&self, turbine: &str, shard: &str) -> Option<&'a ShardWrite> {
+        self.of(turbine)
+            .iter()
+            .find(|w| w.op == WriteOp::Insert && w.shard == shard)
+            .copied()
+    }
+
     /// Inserts of the reading at `ts_ms` on shards `shard_ok` accepts, in commit order.
     pub fn inserts_of(
         &self,
@@ -84,5 +200,158 @@ impl<'a> TurbineWrites<'a> {
             .filter(|w| w.op == WriteOp::Insert && shard_ok(&w.shard) && covers(w, ts_ms))
             .copied()
             .collect()
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use chaos_history::ClaimChange;
+
+    const S: i64 = 1_000_000_000;
+
+    fn grant(holder: &str, token: i64, commit_s: i64, expires_s: Option<i64>) -> ClaimChange {
+        ClaimChange {
+            job: "move".into(),
+            holder: Some(holder.into()),
+            token,
+            expires_unix_ns: expires_s.map_or(i64::MIN, |e| e * S),
+            commit_unix_ns: commit_s * S,
+            app: holder.into(),
+            xid: commit_s,
+        }
+    }
+
+    fn write(app: &str, op: WriteOp, at_s: i64, xid: i64, token: Option<i64>) -> ShardWrite {
+        ShardWrite {
+            shard: "shard2".into(),
+            xid,
+            commit_unix_ns: at_s * S,
+            app: app.into(),
+            op,
+            turbine: (op != WriteOp::Fence).then(|| "T1".to_string()),
+            rows: 1,
+            min_ts_ms: None,
+            max_ts_ms: None,
+            token,
+        }
+    }
+
+    fn claims() -> Claims {
+        Claims::from_audit(
+            "move",
+            &[
+                grant("box-1", 5, 10, Some(40)),
+                grant("box-1", 5, 30, None),
+                grant("box-2", 9, 50, Some(80)),
+            ],
+        )
+    }
+
+    fn one(w: &ShardWrite, claims: &Claims) -> Option<(Option<usize>, bool, Option<Unattributed>)> {
+        attribute_one(w, w.token, claims).map(|a| (a.grant, a.borrowed, a.unattributed))
+    }
+
+    #[test]
+    fn a_write_without_a_token_belongs_to_its_boxs_latest_grant_unless_released() {
+        let c = claims();
+        assert_eq!(
+            one(&write("box-1", WriteOp::Insert, 20, 1, None), &c),
+            Some((Some(0), false, None))
+        );
+        // In the instant of the release: cannot be ordered against it, in time.
+        assert_eq!(
+            one(&write("box-1", WriteOp::Insert, 30, 1, None), &c),
+            Some((Some(0), false, None))
+        );
+        assert_eq!(
+            one(&write("box-1", WriteOp::Delete, 31, 1, None), &c),
+            Some((None, false, Some(Unattributed::AfterRelease { grant: 0 })))
+        );
+        assert_eq!(
+            one(&write("box-2", WriteOp::Insert, 49, 1, None), &c),
+            Some((None, false, Some(Unattributed::NoGrant)))
+        );
+        assert_eq!(
+            one(&write("box-7", WriteOp::Insert, 60, 1, None), &c),
+            Some((None, false, Some(Unattributed::NoGrant)))
+        );
+        assert_eq!(
+            one(&write("", WriteOp::Insert, 60, 1, None), &c),
+            Some((None, false, Some(Unattributed::NoAppName)))
+        );
+        assert_eq!(
+            one(&write("ingest", WriteOp::Insert, 60, 1, None), &c),
+            None
+        );
+        assert_eq!(
+            one(&write("harness", WriteOp::Insert, 60, 1, None), &c),
+            None
+        );
+    }
+
+    #[test]
+    fn a_token_names_the_grant_whoever_wrote_it() {
+        let c = claims();
+        // Box 2 writing with box 1's token 5: judged as grant 5, and borrowed.
+        assert_eq!(
+            one(&write("box-2", WriteOp::Insert, 60, 1, Some(5)), &c),
+            Some((Some(0), true, None))
+        );
+        // No application_name but a token: attributed, borrowed.
+        assert_eq!(
+            one(&write("", WriteOp::Insert, 60, 1, Some(9)), &c),
+            Some((Some(1), true, None))
+        );
+        // A token before the lock handed it out names no grant.
+        assert_eq!(
+            one(&write("box-2", WriteOp::Insert, 45, 1, Some(9)), &c),
+            Some((
+                None,
+                false,
+                Some(Unattributed::TokenBeforeGrant { grant: 1 })
+            ))
+        );
+        assert_eq!(
+            one(&write("box-2", WriteOp::Fence, 50, 1, Some(9)), &c),
+            Some((Some(1), false, None))
+        );
+        // Box 1 after its release, with its token: its grant (a late write), not unattributed.
+        assert_eq!(
+            one(&write("box-1", WriteOp::Insert, 60, 1, Some(5)), &c),
+            Some((Some(0), false, None))
+        );
+        assert_eq!(
+            one(&write("box-1", WriteOp::Insert, 60, 1, Some(7)), &c),
+            Some((None, false, Some(Unattributed::UnknownToken { token: 7 })))
+        );
+        // The unfenced writers with a token no grant had stay unfenced.
+        assert_eq!(
+            one(&write("harness", WriteOp::Fence, 0, 1, Some(0)), &c),
+            None
+        );
+        assert_eq!(
+            one(&write("ingest", WriteOp::Insert, 60, 1, Some(9)), &c),
+            Some((Some(1), true, None))
+        );
+    }
+
+    #[test]
+    fn a_data_write_carries_its_transactions_fence_token() {
+        let c = claims();
+        let audit = Audit {
+            shard_writes: vec![
+                write("", WriteOp::Fence, 60, 7, Some(9)),
+                write("", WriteOp::Insert, 60, 7, None),
+                write("", WriteOp::Insert, 61, 8, None),
+            ],
+            claim_changes: Vec::new(),
+            complete: true,
+            missing: Vec::new(),
+        };
+        let a = attribute(&audit, &c);
+        assert_eq!(a.len(), 3);
+        assert_eq!((a[1].grant, a[1].token), (Some(1), Some(9)));
+        assert_eq!(a[2].unattributed, Some(Unattributed::NoAppName));
     }
 }

@@ -239,6 +239,119 @@ fn history_cut_short() {
     case("history-cut-short");
 }
 
+/// Issue #14's example: box 2's renewal with token 17, committed after box 3's
+/// grant 18, renews grant 17 (not a third grant, not 18) and overlaps 18.
+#[test]
+fn overlapping_grants_late_renewal() {
+    let v = case("overlapping-grants-late-renewal");
+    let a = v.anomaly(AnomalyClass::OverlappingGrants).unwrap();
+    let o = &a.evidence["overlaps"][0];
+    assert_eq!(
+        (
+            o["earlier"]["holder"].as_str(),
+            o["earlier"]["token"].as_i64()
+        ),
+        (Some("box-2"), Some(17))
+    );
+    assert_eq!(
+        (o["later"]["holder"].as_str(), o["later"]["token"].as_i64()),
+        (Some("box-3"), Some(18))
+    );
+    assert_eq!(o["how"], "renewed-after-newer-grant");
+    assert_eq!(o["from_time"], "22:00:30.0");
+    assert_eq!(o["other_expiry_time"], "22:00:45.0");
+    assert_eq!(o["overlap_s"], 10.0);
+    assert_eq!(v.stats["grants"].as_array().unwrap().len(), 2);
+}
+
+#[test]
+fn overlapping_grants_early_grant() {
+    let v = case("overlapping-grants-early-grant");
+    let a = v.anomaly(AnomalyClass::OverlappingGrants).unwrap();
+    let o = &a.evidence["overlaps"][0];
+    assert_eq!(o["how"], "granted-while-unexpired");
+    assert_eq!(o["later"]["granted_time"], "22:00:15.0");
+    assert_eq!(o["other_expiry_time"], "22:00:20.0");
+    assert_eq!(o["overlap_s"], 5.0);
+    assert!(a.summary.contains("box-2 was granted token 6 at 22:00:15.0 while box-1's token 5 was valid until 22:00:20.0"), "{}", a.summary);
+}
+
+/// An unattributed write is a class with evidence, and the verdict says what to set.
+#[test]
+fn unattributed_writes_say_what_to_set() {
+    let v = case("unattributed-no-application-name");
+    let a = v.anomaly(AnomalyClass::UnattributedWrite).unwrap();
+    assert_eq!(a.evidence["writes"][0]["why"], "no-application-name");
+    assert_eq!(a.evidence["harmful"], 0);
+    assert!(v
+        .reasons
+        .iter()
+        .all(|r| r.contains("set CHAOS_BOX as application_name")));
+    let v = case("unattributed-unknown-token");
+    let a = v.anomaly(AnomalyClass::UnattributedWrite).unwrap();
+    let w = &a.evidence["writes"][0];
+    assert_eq!(
+        (w["token"].as_i64(), w["harm"]["newer_token"].as_i64()),
+        (Some(4), Some(6))
+    );
+}
+
+#[test]
+fn phantom_rows_name_shard_turbine_and_range() {
+    let v = case("phantom-rows-planted");
+    let t = &v.anomaly(AnomalyClass::PhantomRows).unwrap().evidence["turbines"];
+    let t1 = t
+        .as_array()
+        .unwrap()
+        .iter()
+        .find(|e| e["turbine"] == "T1")
+        .unwrap();
+    assert_eq!(
+        (t1["shard"].as_str(), t1["readings"].as_u64()),
+        (Some("shard1"), Some(1))
+    );
+    assert_eq!(t1["first_time"], "22:00:20.0");
+    let t9 = t
+        .as_array()
+        .unwrap()
+        .iter()
+        .find(|e| e["turbine"] == "T9")
+        .unwrap();
+    assert_eq!(
+        (t9["shard"].as_str(), t9["readings"].as_u64()),
+        (Some("shard2"), Some(3))
+    );
+    assert_eq!(
+        (t9["first_time"].as_str(), t9["last_time"].as_str()),
+        (Some("22:00:40.0"), Some("22:00:44.0"))
+    );
+    assert_eq!(t9["known_turbine"], false);
+}
+
+#[test]
+fn corrupt_rows_are_dated_by_the_copy_that_wrote_them() {
+    let v = case("corrupt-rows-changed-values");
+    let r = &v.anomaly(AnomalyClass::CorruptRows).unwrap().evidence["rows"][0];
+    assert_eq!(
+        (
+            r["shard"].as_str(),
+            r["turbine"].as_str(),
+            r["wrong"].as_i64()
+        ),
+        (Some("shard2"), Some("T1"), Some(600))
+    );
+    assert_eq!(r["first_wrong_time"], "21:50:00.0");
+    assert_eq!(r["inserted_by"]["time"], "22:00:06.0");
+}
+
+#[test]
+fn misplaced_beside_owner() {
+    let v = case("misplaced-beside-owner");
+    let t = &v.anomaly(AnomalyClass::MisplacedRows).unwrap().evidence["turbines"][0];
+    assert_eq!(t["stray_shards"], serde_json::json!(["shard3"]));
+    assert_eq!(t["owner_holds_some"], true);
+}
+
 /// Prints the April summaries (`cargo test -p chaos-checkers --test cases -- --nocapture april_summaries`).
 #[test]
 fn april_summaries() {

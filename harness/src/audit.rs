@@ -2,7 +2,7 @@
 
 use crate::db;
 use chaos_history::{
-    Audit, ClaimChange, FinalState, RunBuilder, ShardTurbineRuns, ShardWrite, WriteOp,
+    Audit, ClaimChange, FinalState, RunBuilder, ShardTurbineRuns, ShardWrite, ValueCheck, WriteOp,
 };
 use std::time::Duration;
 
@@ -80,19 +80,23 @@ pub async fn claim_changes(url: &str) -> Result<Vec<ClaimChange>, String> {
 /// One shard's readings as runs per turbine. Streamed unordered with COPY
 /// (a sequential scan, far cheaper than an index-ordered read of millions of
 /// rows), grouped per turbine, sorted here and folded by `RunBuilder` (equal
-/// timestamps add copies). Memory: 8 bytes a reading while it is read.
+/// timestamps add copies). Memory: 8 bytes a reading while it is read. Each row is also
+/// compared on the shard with its reading's value (`WRONG_VALUE_SQL`): `values` counts
+/// the rows whose value was changed.
 pub async fn final_runs(shard: &str, url: &str) -> Result<Vec<ShardTurbineRuns>, String> {
     use futures_util::StreamExt;
     let c = db::connect(url, "harness", TIMEOUT).await?;
-    let sql =
-        "copy (select turbine_id, (extract(epoch from ts) * 1000)::bigint from readings) to stdout";
+    let sql = format!(
+        "copy (select turbine_id, (extract(epoch from ts) * 1000)::bigint, {} from readings) to stdout",
+        chaos_workloads::galewatch::WRONG_VALUE_SQL
+    );
     let read = async {
         let stream = c
-            .copy_out(sql)
+            .copy_out(sql.as_str())
             .await
             .map_err(|e| format!("{shard}: reading the final state: {e}"))?;
         futures_util::pin_mut!(stream);
-        let mut by_turbine: std::collections::HashMap<String, Vec<i64>> =
+        let mut by_turbine: std::collections::HashMap<String, (Vec<i64>, ValueCheck)> =
             std::collections::HashMap::new();
         let mut partial: Vec<u8> = Vec::new();
         while let Some(chunk) = stream.next().await {
@@ -102,20 +106,34 @@ pub async fn final_runs(shard: &str, url: &str) -> Result<Vec<ShardTurbineRuns>,
             while let Some(nl) = partial[start..].iter().position(|&b| b == b'\n') {
                 let line = &partial[start..start + nl];
                 start += nl + 1;
-                let tab = line
-                    .iter()
-                    .position(|&b| b == b'\t')
-                    .ok_or_else(|| format!("{shard}: unexpected COPY line"))?;
-                let turbine =
-                    std::str::from_utf8(&line[..tab]).map_err(|e| format!("{shard}: {e}"))?;
-                let ts: i64 = std::str::from_utf8(&line[tab + 1..])
+                let mut cols = line.split(|&b| b == b'\t');
+                let (Some(turbine), Some(ts), Some(wrong), None) =
+                    (cols.next(), cols.next(), cols.next(), cols.next())
+                else {
+                    return Err(format!("{shard}: unexpected COPY line"));
+                };
+                let turbine = std::str::from_utf8(turbine).map_err(|e| format!("{shard}: {e}"))?;
+                let ts: i64 = std::str::from_utf8(ts)
                     .ok()
                     .and_then(|t| t.parse().ok())
                     .ok_or_else(|| format!("{shard}: unexpected timestamp in COPY"))?;
-                match by_turbine.get_mut(turbine) {
-                    Some(v) => v.push(ts),
-                    None => {
-                        by_turbine.insert(turbine.to_string(), vec![ts]);
+                if !by_turbine.contains_key(turbine) {
+                    let fresh = ValueCheck {
+                        rows: 0,
+                        wrong: 0,
+                        first_wrong_ts_ms: None,
+                    };
+                    by_turbine.insert(turbine.to_string(), (Vec::new(), fresh));
+                }
+                let (all, values) = by_turbine.get_mut(turbine).expect("inserted above");
+                all.push(ts);
+                // `\N`: a turbine name that is no serial, whose value cannot be compared.
+                if wrong != b"\\N" {
+                    values.rows += 1;
+                    if wrong == b"1" {
+                        values.wrong += 1;
+                        values.first_wrong_ts_ms =
+                            Some(values.first_wrong_ts_ms.map_or(ts, |f| f.min(ts)));
                     }
                 }
             }
@@ -123,7 +141,7 @@ pub async fn final_runs(shard: &str, url: &str) -> Result<Vec<ShardTurbineRuns>,
         }
         let mut out: Vec<ShardTurbineRuns> = by_turbine
             .into_iter()
-            .map(|(turbine, mut ts)| {
+            .map(|(turbine, (mut ts, values))| {
                 ts.sort_unstable();
                 let mut b = RunBuilder::new();
                 for t in ts {
@@ -133,6 +151,7 @@ pub async fn final_runs(shard: &str, url: &str) -> Result<Vec<ShardTurbineRuns>,
                     shard: shard.into(),
                     turbine,
                     runs: b.finish(),
+                    values: Some(values),
                 }
             })
             .collect();

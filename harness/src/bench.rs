@@ -15,22 +15,25 @@ pub struct BenchArgs {
     /// What to measure: cluster, proxy, checker, audit (the shard audit triggers' cost to the ingest), check (`chaos check DIR` on a synthetic run written to disk; not in all) or all.
     #[arg(long, default_value = "all", value_parser = ["cluster", "proxy", "checker", "audit", "check", "all"])]
     what: String,
-    /// Repetitions (the median is reported) [default: 5]; for audit, rounds, each measuring with and without the triggers [default: 12].
-    #[arg(long, alias = "rounds")]
+    /// Repetitions (the median is reported) [default: 5; check: 1]; for audit, rounds, each measuring with and without the triggers [default: 12].
+    #[arg(long, alias = "rounds", value_parser = crate::values::count_usize, allow_hyphen_values = true)]
     repeat: Option<usize>,
-    /// History events for the checker benchmark [default: 10 M; check: 500 k].
-    #[arg(long)]
+    /// History events for the checker benchmark [default: 10 M]; for check, one size [default: 1 M then 10 M, each against its target].
+    #[arg(long, value_parser = crate::values::count, allow_hyphen_values = true)]
     events: Option<u64>,
-    /// check: write the synthetic run here and keep it (default: a temp dir, removed).
+    /// check: write the synthetic runs here (DIR/<events>) and keep them (default: a temp dir, removed).
     #[arg(long)]
     check_dir: Option<std::path::PathBuf>,
     /// Rows per audit measurement (each path, each round).
-    #[arg(long, default_value_t = 50_000)]
+    #[arg(long, default_value_t = 50_000, value_parser = crate::values::count, allow_hyphen_values = true)]
     rows: u64,
     /// cluster: which backend's start to measure (docker: routing + 3 shards + the proxy
     /// container, each answering).
     #[arg(long, value_enum, default_value = "process")]
     backend: crate::backend::BackendKind,
+    /// proxy: also run the Postgres round trips through the Toxiproxy server at HOST:PORT.
+    #[arg(long, value_name = "HOST:PORT")]
+    toxiproxy: Option<String>,
 }
 
 pub use crate::sweep::{sweep, SweepArgs};
@@ -89,6 +92,12 @@ pub async fn bench(a: BenchArgs) -> anyhow::Result<u8> {
     if a.what == "proxy" || a.what == "all" {
         let report = chaos_proxy::bench(chaos_proxy::BenchOptions::default()).await?;
         println!("{report}");
+        let opts = crate::bench_proxy::PgBenchOptions {
+            rounds: a.repeat.unwrap_or(5).max(1),
+            toxiproxy: a.toxiproxy.clone(),
+            ..Default::default()
+        };
+        println!("{}", crate::bench_proxy::pg_proxy_bench(opts).await?);
     }
     if a.what == "checker" || a.what == "all" {
         let events = a.events.unwrap_or(10_000_000);
@@ -97,8 +106,14 @@ pub async fn bench(a: BenchArgs) -> anyhow::Result<u8> {
         println!("{text}");
     }
     if a.what == "check" {
-        let events = a.events.unwrap_or(500_000);
-        let text = tokio::task::spawn_blocking(move || check_bench(events, a.check_dir)).await??;
+        // Both targets unless told one size.
+        let sizes: Vec<u64> = match a.events {
+            Some(n) => vec![n],
+            None => CHECK_TARGETS.iter().map(|t| t.0).collect(),
+        };
+        let repeat = a.repeat.unwrap_or(1);
+        let text =
+            tokio::task::spawn_blocking(move || check_bench(&sizes, repeat, a.check_dir)).await??;
         println!("{text}");
     }
     if a.what == "audit" || a.what == "all" {
@@ -497,23 +512,92 @@ async fn copy_once(url: &str, rows: u64, per: u64) -> anyhow::Result<(u64, u64, 
     ))
 }
 
-/// `chaos check DIR` on a synthetic run (the checker bench's: 300 turbines,
-/// ingest batches of 100 names) of about `events` lines, written to `dir`
-/// (kept) or a temp dir (removed): lines per second through `check_dir`.
-fn check_bench(events: u64, dir: Option<std::path::PathBuf>) -> anyhow::Result<String> {
+/// The targets of `chaos check DIR` on a synthetic April-shaped run: (events, wall s, peak RSS MiB).
+const CHECK_TARGETS: [(u64, f64, f64); 2] = [(1_000_000, 1.5, 256.0), (10_000_000, 10.0, 1024.0)];
+
+/// `chaos check DIR` as the user runs it (this binary, a process of its own,
+/// the report written, `-q`) on a synthetic April-shaped run of about
+/// `events` lines (`Synthetic`: ingest batches of 100 turbines per shard
+/// every 2 s, the boxes' copies, deletes, renewals and polls, faults),
+/// written to `dir/<events>` (kept) or a temp dir (removed). Wall time and
+/// the process's peak RSS (its `ru_maxrss`, what `VmHWM` says at its exit),
+/// each next to its target: one line per size.
+fn check_bench(
+    sizes: &[u64],
+    repeat: usize,
+    dir: Option<std::path::PathBuf>,
+) -> anyhow::Result<String> {
+    let mut out = Vec::new();
+    for &events in sizes {
+        let keep = dir.is_some();
+        let run = match &dir {
+            Some(d) => d.join(events.to_string()),
+            None => std::env::temp_dir()
+                .join(format!("chaos-bench-check-{}-{events}", std::process::id())),
+        };
+        let written = write_synthetic_run(&run, events);
+        let measured = written.and_then(|(lines, bytes)| {
+            let mut runs = Vec::new();
+            for _ in 0..repeat.max(1) {
+                runs.push(measure_check(&run)?);
+            }
+            runs.sort_by(|a, b| a.wall_s.total_cmp(&b.wall_s));
+            let m = runs.swap_remove(runs.len() / 2);
+            Ok((lines, bytes, m))
+        });
+        if !keep {
+            let _ = std::fs::remove_dir_all(&run);
+        }
+        let (lines, bytes, m) = measured?;
+        let target = CHECK_TARGETS.iter().find(|(n, _, _)| events <= *n);
+        let vs = |value: f64, unit: &str, limit: Option<f64>| match limit {
+            Some(limit) => format!(
+                "{value:.2} {unit} (target < {limit} {unit}: {})",
+                if value < limit { "met" } else { "MISSED" }
+            ),
+            None => format!("{value:.2} {unit} (no target above 10 M events)"),
+        };
+        out.push(format!(
+            "check bench: chaos check -q on a synthetic April-shaped run of {} lines ({:.0} MB, report.html {:.0} kB): wall {}, peak RSS {}; verdict {} (exit {}){}",
+            thousands(lines),
+            bytes as f64 / 1e6,
+            m.report_bytes as f64 / 1e3,
+            vs(m.wall_s, "s", target.map(|t| t.1)),
+            vs(m.peak_mib, "MiB", target.map(|t| t.2)),
+            m.verdict,
+            m.exit,
+            if keep { format!("; kept in {}", run.display()) } else { String::new() }
+        ));
+    }
+    Ok(out.join("\n"))
+}
+
+/// 10000000 as 10 000 000.
+fn thousands(n: u64) -> String {
+    let digits = n.to_string();
+    let mut out = String::new();
+    for (i, c) in digits.chars().enumerate() {
+        if i > 0 && (digits.len() - i) % 3 == 0 {
+            out.push(' ');
+        }
+        out.push(c);
+    }
+    out
+}
+
+/// Write the synthetic April-shaped run of about `events` lines to `dir` as a
+/// run directory (run.json, history.jsonl, audit.json, final-state.json):
+/// (lines, history bytes).
+pub fn write_synthetic_run(dir: &Path, events: u64) -> anyhow::Result<(u64, u64)> {
     use std::io::Write;
-    let keep = dir.is_some();
-    let dir = dir.unwrap_or_else(|| {
-        std::env::temp_dir().join(format!("chaos-bench-check-{}", std::process::id()))
-    });
-    std::fs::create_dir_all(&dir)?;
+    std::fs::create_dir_all(dir)?;
     let mut syn = chaos_checkers::Synthetic::new(events);
     let clock = syn.meta.clock;
     crate::results::write_json(&dir.join(chaos_history::RUN_META_FILE), &syn.meta)?;
     crate::results::write_json(&dir.join(chaos_history::AUDIT_FILE), &syn.audit)?;
     crate::results::write_json(&dir.join(chaos_history::FINAL_STATE_FILE), &syn.final_state)?;
     let path = dir.join(chaos_history::HISTORY_FILE);
-    let mut out = std::io::BufWriter::new(std::fs::File::create(&path)?);
+    let mut out = std::io::BufWriter::with_capacity(1 << 20, std::fs::File::create(&path)?);
     let mut failed = None;
     let lines = syn.for_each_op(|op| {
         op.scenario_time = ScenarioClock::format(clock.scenario_ms_at_run_ns(op.time_ns));
@@ -531,21 +615,94 @@ fn check_bench(events: u64, dir: Option<std::path::PathBuf>) -> anyhow::Result<S
     }
     out.flush()?;
     drop(out);
-    let bytes = std::fs::metadata(&path)?.len();
+    Ok((lines, std::fs::metadata(&path)?.len()))
+}
+
+/// One `chaos check -q DIR` in a child process.
+struct CheckRun {
+    wall_s: f64,
+    peak_mib: f64,
+    exit: i32,
+    verdict: String,
+    report_bytes: u64,
+}
+
+fn measure_check(dir: &Path) -> anyhow::Result<CheckRun> {
+    use std::io::Read;
+    let _ = std::fs::remove_file(dir.join("report.html"));
+    let exe = std::env::current_exe()?;
     let started = Instant::now();
-    let verdict = crate::check::check_dir(&dir, None, true);
-    let secs = started.elapsed().as_secs_f64();
-    if !keep {
-        let _ = std::fs::remove_dir_all(&dir);
+    let mut child = std::process::Command::new(&exe)
+        .arg("check")
+        .arg("-q")
+        .arg(dir)
+        .stdout(std::process::Stdio::piped())
+        .stderr(std::process::Stdio::piped())
+        .spawn()
+        .map_err(|e| anyhow::anyhow!("cannot run {}: {e}", exe.display()))?;
+    let (mut stdout, mut stderr) = (String::new(), String::new());
+    let err = child.stderr.take().map(|mut e| {
+        std::thread::spawn(move || {
+            let mut s = String::new();
+            let _ = e.read_to_string(&mut s);
+            s
+        })
+    });
+    if let Some(mut o) = child.stdout.take() {
+        let _ = o.read_to_string(&mut stdout);
     }
-    let verdict = verdict?;
-    Ok(format!(
-        "check bench: chaos check on a synthetic run of {lines} lines ({:.0} MB): {secs:.2} s, {:.0} lines/s (verdict {:?}, report.html included, story not printed){}",
-        bytes as f64 / 1e6,
-        lines as f64 / secs,
-        verdict.valid,
-        if keep { format!("; kept in {}", dir.display()) } else { String::new() }
-    ))
+    if let Some(t) = err {
+        stderr = t.join().unwrap_or_default();
+    }
+    let (status, usage) = wait_with_usage(child.id() as libc::pid_t)?;
+    let wall_s = started.elapsed().as_secs_f64();
+    let exit = if libc::WIFEXITED(status) {
+        libc::WEXITSTATUS(status)
+    } else {
+        -1
+    };
+    if exit != 1 {
+        anyhow::bail!(
+            "chaos check {} exited {exit}, not 1 (the synthetic run plants a lost turbine): {}{}",
+            dir.display(),
+            stdout.trim(),
+            stderr.trim()
+        );
+    }
+    Ok(CheckRun {
+        wall_s,
+        // Linux gives ru_maxrss in KiB.
+        peak_mib: usage.ru_maxrss as f64 / 1024.0,
+        exit,
+        // `DIR: Invalid (exit 1)[: reasons]`
+        verdict: stdout
+            .trim()
+            .strip_prefix(&format!("{}: ", dir.display()))
+            .and_then(|rest| rest.split(" (exit").next())
+            .unwrap_or("?")
+            .to_string(),
+        report_bytes: std::fs::metadata(dir.join("report.html"))
+            .map(|m| m.len())
+            .unwrap_or(0),
+    })
+}
+
+/// Reap a child and its resource usage (`wait4`).
+fn wait_with_usage(pid: libc::pid_t) -> anyhow::Result<(i32, libc::rusage)> {
+    let mut status = 0;
+    // SAFETY: rusage is plain data that wait4 fills in.
+    let mut usage: libc::rusage = unsafe { std::mem::zeroed() };
+    loop {
+        // SAFETY: a valid pid of our own child, pointers to locals.
+        let r = unsafe { libc::wait4(pid, &mut status, 0, &mut usage) };
+        if r == pid {
+            return Ok((status, usage));
+        }
+        let e = std::io::Error::last_os_error();
+        if e.kind() != std::io::ErrorKind::Interrupted {
+            anyhow::bail!("wait4 {pid}: {e}");
+        }
+    }
 }
 
 /// CPU seconds (user + system) of a Postgres server so far: the postmaster,

@@ -12,6 +12,11 @@ use serde_json::{json, Value};
 use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
 
+/// The file libfaketime reads a box's clock offset from (a clock fault writes it).
+pub fn faketime_file(log_dir: &std::path::Path, box_name: &str) -> std::path::PathBuf {
+    log_dir.join(format!("{box_name}.faketime"))
+}
+
 /// Where libfaketime lives on Debian.
 pub const LIBFAKETIME: &str = "/usr/lib/x86_64-linux-gnu/faketime/libfaketime.so.1";
 
@@ -170,11 +175,6 @@ impl Nemesis {
             let me = self.clone();
             tasks.spawn(async move {
                 futures_util::future::join_all(before).await;
-                if op.verb == "start-mover" {
-                    me.movers
-                        .pending_restarts
-                        .fetch_sub(1, std::sync::atomic::Ordering::SeqCst);
-                }
                 let at = me.scheduled(&op);
                 me.apply_recorded(&op, at, true).await;
                 let _ = tx.send(());
@@ -301,12 +301,15 @@ impl Nemesis {
                     .and_then(|f| f.duration_ms)
                     .is_some()
                 {
-                    self.movers
-                        .pending_restarts
-                        .fetch_add(1, std::sync::atomic::Ordering::SeqCst);
+                    // Only a kill that landed owes a restart: the run is not over until it
+                    // happens (a mover that had already exited is not started again).
+                    self.movers.owe_restart(target);
                 }
                 done(Value::Null)
             }
+            (FaultKind::Kill { .. }, true) if !self.movers.restart_owed(target) => done(
+                json!({ "restarted": false, "why": "the kill did not land (the mover had exited): nothing to restart" }),
+            ),
             (FaultKind::Kill { .. }, true) => {
                 // The killed process may still be being reaped.
                 for _ in 0..200 {
@@ -323,7 +326,11 @@ impl Nemesis {
                 tokio::time::sleep_until(at.into()).await;
                 invoke.fire();
                 let began = Instant::now();
-                self.movers.spawn(target).await.map_err(|e| e.to_string())?;
+                // The owed restart is paid once the mover runs (or cannot be started), not when
+                // its task wakes ahead of the instant: until then the run is not over.
+                let spawned = self.movers.spawn(target).await;
+                self.movers.restart_paid(target);
+                spawned.map_err(|e| e.to_string())?;
                 Ok((
                     json!({ "spawn_real_us": began.elapsed().as_micros() as u64 }),
                     Some(Instant::now()),
@@ -386,7 +393,7 @@ impl Nemesis {
                 } else {
                     *offset_ms as f64 / 1000.0 * self.scenario.file.time_scale_ms / 1000.0
                 };
-                let path = crate::run::faketime_file(&self.movers_log_dir(), target);
+                let path = faketime_file(&self.movers_log_dir(), target);
                 std::fs::write(&path, format!("{offset_s:+.3}\n"))
                     .map_err(|e| format!("write {}: {e}", path.display()))?;
                 done(json!({ "offset_real_s": offset_s }))
@@ -420,6 +427,26 @@ impl Nemesis {
 
     fn movers_log_dir(&self) -> std::path::PathBuf {
         self.movers.log_dir()
+    }
+
+    /// Apply a triggered fault (fault `index`, its target resolved), or its heal, landing at `at`.
+    pub async fn apply_now(&self, index: usize, kind: FaultKind, heal: bool, at: Instant) {
+        let links = if kind.is_link_fault() {
+            chaos_nemesis::LinkPattern::parse(kind.target())
+                .map(|p| p.resolve(&self.scenario.topology()))
+                .unwrap_or_default()
+        } else {
+            vec![]
+        };
+        let op = NemesisOp {
+            at_ms: self.history.now_scenario_ms(),
+            verb: if heal { kind.heal_verb() } else { kind.verb() }.into(),
+            fault: index,
+            heal,
+            kind,
+            links,
+        };
+        self.apply_recorded(&op, at, true).await;
     }
 
     /// Heal every fault still active (resume, start, heal links, reset clocks), recorded as operations.

@@ -3,6 +3,7 @@
 pub mod audit;
 pub mod backend;
 pub mod bench;
+pub mod bench_proxy;
 pub mod check;
 pub mod db;
 pub mod faults;
@@ -17,4 +18,8 @@ pub mod scenario;
 pub mod setup;
 pub mod story;
 pub mod sweep;
+pub mod testbed;
+pub mod triggers;
 pub mod up;
+pub mod values;
+pub mod wire;

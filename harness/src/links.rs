@@ -2,7 +2,7 @@
 
 use crate::scenario::Scenario;
 use chaos_nemesis::{FaultKind, Stream};
-use chaos_proxy::{ProxyThread, ToxiproxyClient};
+use chaos_proxy::{ProxyThread, ToxicKind, ToxicSpec, ToxiproxyClient};
 use serde_json::{json, Value};
 use std::collections::{BTreeMap, BTreeSet};
 use std::net::SocketAddr;
@@ -59,6 +59,11 @@ impl Links {
             cut: Mutex::new(BTreeMap::new()),
             api,
         })
+    }
+
+    /// The bytes of our embedded proxy's links, for triggers (None with an external Toxiproxy).
+    pub fn taps(&self) -> Option<chaos_proxy::Taps> {
+        self.embedded.lock().unwrap().as_ref().map(|p| p.taps())
     }
 
     /// Create the proxy for `link` forwarding to `upstream`; returns the address clients use.
@@ -120,19 +125,20 @@ impl Links {
                 .map(|n| chaos_proxy::Stream::parse(n).expect("upstream/downstream"))
                 .collect()
         };
-        let out = match kind {
+        let (toxic, stream, out) = match kind {
             FaultKind::Latency {
                 latency_ms,
                 jitter_ms,
                 stream,
                 ..
-            } => {
-                all(streams(stream)
-                    .into_iter()
-                    .map(|s| c.latency(&name, s, real(*latency_ms), real(*jitter_ms))))
-                .await?;
-                json!({ "link": link, "latency_real_ms": real(*latency_ms), "jitter_real_ms": real(*jitter_ms) })
-            }
+            } => (
+                ToxicKind::Latency {
+                    latency_ms: real(*latency_ms),
+                    jitter_ms: real(*jitter_ms),
+                },
+                stream,
+                json!({ "link": link, "latency_real_ms": real(*latency_ms), "jitter_real_ms": real(*jitter_ms) }),
+            ),
             FaultKind::Bandwidth {
                 rate_kb, stream, ..
             } => {
@@ -140,37 +146,41 @@ impl Links {
                 let rate = ((*rate_kb as f64) * 1000.0 / scenario.file.time_scale_ms)
                     .round()
                     .clamp(1.0, u32::MAX as f64) as u32;
-                all(streams(stream)
-                    .into_iter()
-                    .map(|s| c.bandwidth(&name, s, rate)))
-                .await?;
-                json!({ "link": link, "rate_real_kb": rate })
+                (
+                    ToxicKind::Bandwidth { rate_kb: rate },
+                    stream,
+                    json!({ "link": link, "rate_real_kb": rate }),
+                )
             }
             FaultKind::Down { .. } => {
                 c.down(&name).await?;
                 self.downed.lock().unwrap().insert(link.to_string());
-                json!({ "link": link })
+                return Ok(json!({ "link": link }));
             }
             FaultKind::Timeout {
                 timeout_ms, stream, ..
-            } => {
-                all(streams(stream)
-                    .into_iter()
-                    .map(|s| c.timeout(&name, s, real(*timeout_ms))))
-                .await?;
-                json!({ "link": link, "timeout_real_ms": real(*timeout_ms) })
-            }
+            } => (
+                ToxicKind::Timeout {
+                    timeout_ms: real(*timeout_ms),
+                },
+                stream,
+                json!({ "link": link, "timeout_real_ms": real(*timeout_ms) }),
+            ),
             FaultKind::ResetPeer {
                 timeout_ms, stream, ..
-            } => {
-                all(streams(stream)
-                    .into_iter()
-                    .map(|s| c.reset_peer(&name, s, real(*timeout_ms))))
-                .await?;
-                json!({ "link": link, "timeout_real_ms": real(*timeout_ms) })
-            }
+            } => (
+                ToxicKind::ResetPeer {
+                    timeout_ms: real(*timeout_ms),
+                },
+                stream,
+                json!({ "link": link, "timeout_real_ms": real(*timeout_ms) }),
+            ),
             other => anyhow::bail!("{} is not a link fault", other.verb()),
         };
+        all(streams(stream)
+            .into_iter()
+            .map(|s| c.add_toxic(&name, ToxicSpec::new(s, toxic))))
+        .await?;
         Ok(out)
     }
 

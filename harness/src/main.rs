@@ -1,8 +1,7 @@
 //! `chaos`: the command line. Flags are parsed once into validated options; exit codes 0 valid, 1 invalid, 2 unknown, 3 the harness failed.
 
 use chaos_checkers::Validity;
-use chaos_harness::sweep::parse_duration_s;
-use chaos_harness::{backend, bench, check, run, scenario, up};
+use chaos_harness::{backend, bench, check, run, scenario, up, values};
 use clap::{Parser, Subcommand, ValueEnum};
 use std::path::PathBuf;
 use std::process::ExitCode;
@@ -40,37 +39,46 @@ struct RunArgs {
     /// Scenario name (scenarios/NAME.toml) or path to a TOML file.
     scenario: String,
     /// Fencing tokens checked by the shards: off (April) or on.
-    #[arg(long, value_parser = ["off", "on"])]
-    fencing: Option<String>,
+    #[arg(long, value_enum)]
+    fencing: Option<scenario::Fencing>,
     /// What the holder does when a renewal cannot reach the routing db.
-    #[arg(long, value_parser = ["carry-on", "stop"])]
-    on_renew_failure: Option<String>,
+    #[arg(long, value_enum)]
+    on_renew_failure: Option<scenario::OnRenewFailure>,
     /// What the holder does when a renewal shows it lost the claim.
-    #[arg(long, value_parser = ["tidy-up", "stop"])]
-    on_lost: Option<String>,
+    #[arg(long, value_enum)]
+    on_lost: Option<scenario::OnLost>,
     /// The "local check" variant: check the lease's expiry on the mover's own clock before each write.
     #[arg(long)]
     check_expiry_before_write: bool,
+    /// The reference mover renews the claim from a task of its own, every third of a lease, whatever its work is doing.
+    #[arg(long)]
+    renew_on_thread: bool,
     /// lease (claim with expiry) or unique (lesson 007's at-most-once insert).
-    #[arg(long, value_parser = ["lease", "unique"])]
-    election: Option<String>,
+    #[arg(long, value_enum)]
+    election: Option<scenario::Election>,
     /// Lease length in scenario time, e.g. 60s, 5s, 1m.
-    #[arg(long, value_parser = parse_duration_s)]
+    #[arg(long, value_parser = values::lease_s, allow_hyphen_values = true)]
     lease: Option<f64>,
     /// Seed for everything random (overrides the scenario's).
-    #[arg(long)]
+    #[arg(long, value_parser = values::seed, allow_hyphen_values = true)]
     seed: Option<u64>,
-    /// Run this program (following the mover protocol, see README) instead of the reference mover.
+    /// Run this program (following the mover protocol, docs/mover-protocol.md) instead of the reference mover.
     #[arg(long)]
     mover_cmd: Option<String>,
+    /// How the --mover-cmd says it is ready: exec (a shell holds it before it starts) or gate (it reads CHAOS_GATE itself once connected).
+    #[arg(long, value_enum)]
+    mover_ready: Option<scenario::Ready>,
+    /// Restart a mover that exits non-zero, as a supervisor would (on-failure), or never.
+    #[arg(long, value_enum)]
+    restart: Option<scenario::Restart>,
     /// Where the databases and movers run.
     #[arg(long, value_enum, default_value = "process")]
     backend: backend::BackendKind,
     /// Real milliseconds per scenario second (default: the scenario's, 10).
-    #[arg(long)]
+    #[arg(long, value_parser = values::time_scale_ms, allow_hyphen_values = true)]
     time_scale_ms: Option<f64>,
     /// Seeded readings per turbine (default: the scenario's; 15768 is 1/1000 of a year at 2 s).
-    #[arg(long)]
+    #[arg(long, value_parser = values::count_u32, allow_hyphen_values = true)]
     rows_per_turbine: Option<u32>,
     /// Exit 0 when the verdict is this one, 1 when it is not.
     #[arg(long, value_enum)]
@@ -100,6 +108,12 @@ enum Command {
         /// Exit 0 when the verdict is this one, 1 when it is not.
         #[arg(long, value_enum)]
         expect: Option<Expect>,
+        /// Duplicated rows make the run invalid (default: as the run was judged, see its run.json); `--strict-duplicates false` reports them as cleanup work.
+        #[arg(long, num_args = 0..=1, default_missing_value = "true", value_name = "BOOL")]
+        strict_duplicates: Option<bool>,
+        /// Print only the verdict line.
+        #[arg(long, short)]
+        quiet: bool,
     },
     /// Run a scenario for several lease durations and tabulate false expiries, vacancy and loss.
     Sweep(bench::SweepArgs),
@@ -122,11 +136,12 @@ enum Command {
 fn run_options(a: &RunArgs) -> run::RunOptions {
     run::RunOptions {
         scenario: a.scenario.clone(),
-        fencing: a.fencing.clone(),
-        on_renew_failure: a.on_renew_failure.clone(),
-        on_lost: a.on_lost.clone(),
+        fencing: a.fencing,
+        on_renew_failure: a.on_renew_failure,
+        on_lost: a.on_lost,
         check_expiry_before_write: a.check_expiry_before_write,
-        election: a.election.clone(),
+        renew_on_thread: a.renew_on_thread,
+        election: a.election,
         lease_s: a.lease,
         seed: a.seed,
         mover_cmd: a.mover_cmd.clone(),
@@ -139,6 +154,8 @@ fn run_options(a: &RunArgs) -> run::RunOptions {
         extra_faults: vec![],
         label: None,
         backend: Some(a.backend),
+        mover_ready: a.mover_ready,
+        restart: a.restart,
     }
 }
 
@@ -156,10 +173,35 @@ async fn main_inner(cli: Cli) -> anyhow::Result<u8> {
             );
             Ok(code)
         }
-        Command::Check { dir, expect } => {
-            let verdict = check::check_dir(&dir, None, false)?;
+        Command::Check {
+            dir,
+            expect,
+            strict_duplicates,
+            quiet,
+        } => {
+            // The check is CPU-bound: on a blocking thread, so that a signal is seen at once.
+            let shown = dir.clone();
+            let verdict = tokio::task::spawn_blocking(move || {
+                check::check_dir(
+                    &dir,
+                    &check::CheckOptions {
+                        extra: None,
+                        quiet,
+                        strict_duplicates,
+                    },
+                )
+            })
+            .await??;
             let code = run::exit_code(verdict.valid, expect.map(Into::into));
-            println!("{}: {:?} (exit {code})", dir.display(), verdict.valid);
+            let why = match verdict.reasons.as_slice() {
+                [] => String::new(),
+                reasons => format!(": {}", reasons.join("; ")),
+            };
+            println!(
+                "{}: {:?} (exit {code}){why}",
+                shown.display(),
+                verdict.valid
+            );
             Ok(code)
         }
         Command::Sweep(a) => bench::sweep(a).await,
@@ -176,6 +218,9 @@ async fn main_inner(cli: Cli) -> anyhow::Result<u8> {
             Ok(0)
         }
         Command::Proxy { listen } => {
+            if let Err(e) = std::net::TcpListener::bind(listen) {
+                anyhow::bail!("{}", busy_listen(listen, &e));
+            }
             eprintln!("chaos proxy: Toxiproxy API on http://{listen} (Ctrl-C to stop)");
             let mut term =
                 tokio::signal::unix::signal(tokio::signal::unix::SignalKind::terminate())?;
@@ -192,35 +237,107 @@ async fn main_inner(cli: Cli) -> anyhow::Result<u8> {
 
 #[tokio::main]
 async fn main() -> ExitCode {
-    let cli = Cli::parse();
+    let cli = match Cli::try_parse() {
+        Ok(cli) => cli,
+        Err(e) => return usage_error(e),
+    };
     // Ctrl-C or SIGTERM drops the whole run: every server, proxy and mover is
     // stopped by its owner's Drop before the process exits.
     let mut term = tokio::signal::unix::signal(tokio::signal::unix::SignalKind::terminate())
         .expect("install SIGTERM handler");
     // `chaos up` and `chaos proxy` end on Ctrl-C/SIGTERM by design, and stop what they hold themselves.
     let holds_until_signal = matches!(cli.command, Command::Up(_) | Command::Proxy { .. });
+    let checking = match &cli.command {
+        Command::Check { dir, .. } => Some(dir.clone()),
+        _ => None,
+    };
+    let stopped = |how: &str| match &checking {
+        Some(dir) => format!("{how}: stopped checking {}", dir.display()),
+        None => format!("{how}: stopped every server and mover this run started"),
+    };
     let result = if holds_until_signal {
         main_inner(cli).await
     } else {
         tokio::select! {
         r = main_inner(cli) => r,
-        _ = tokio::signal::ctrl_c() => Err(anyhow::anyhow!("interrupted: stopped every server and mover this run started")),
-        _ = term.recv() => Err(anyhow::anyhow!("terminated: stopped every server and mover this run started")),
+        _ = tokio::signal::ctrl_c() => {
+            check::cancel();
+            Err(anyhow::anyhow!(stopped("interrupted")))
+        }
+        _ = term.recv() => {
+            check::cancel();
+            Err(anyhow::anyhow!(stopped("terminated")))
+        }
         }
     };
     match result {
         Ok(code) => ExitCode::from(code),
         Err(e) => {
             eprintln!("chaos: error: {}", one_line(&e));
+            if checking.is_some() {
+                // An interrupted check stops at its next chunk, but nothing of it needs
+                // waiting for: report.html is written whole or not at all.
+                std::process::exit(3);
+            }
             ExitCode::from(3)
         }
     }
 }
 
+/// An error and its causes on one line, each cause once. Each level should say only what
+/// it adds (an error that prints its cause does not also chain it); where one still quotes
+/// its cause, the cause is not printed again.
 fn one_line(e: &anyhow::Error) -> String {
-    e.chain()
-        .map(|c| c.to_string())
-        .collect::<Vec<_>>()
-        .join(": ")
-        .replace('\n', " ")
+    let mut line = String::new();
+    for cause in e.chain().map(|c| c.to_string()) {
+        if line.contains(cause.as_str()) {
+            continue;
+        }
+        if !line.is_empty() {
+            line.push_str(": ");
+        }
+        line.push_str(&cause);
+    }
+    line.replace('\n', " ")
+}
+
+/// Why `chaos proxy --listen ADDR` cannot listen, and who holds the address when that can be told.
+fn busy_listen(listen: std::net::SocketAddr, e: &std::io::Error) -> String {
+    if e.kind() != std::io::ErrorKind::AddrInUse {
+        return format!("chaos proxy cannot listen on {listen}: {e}");
+    }
+    let holder = chaos_harness::procs::listener_of(listen.port())
+        .map(|(pid, name)| format!(" (held by pid {pid}, {name})"))
+        .unwrap_or_default();
+    format!("{listen} is already in use{holder}: stop that process or pick another address with --listen")
+}
+
+/// `--help` and `--version` print as clap prints them (exit 0); any other parse error is a
+/// mistake in the input: its first line, exit 3 (clap's own exit 2 would read as "unknown").
+fn usage_error(e: clap::Error) -> ExitCode {
+    use clap::error::ErrorKind;
+    if matches!(
+        e.kind(),
+        ErrorKind::DisplayHelp
+            | ErrorKind::DisplayVersion
+            | ErrorKind::DisplayHelpOnMissingArgumentOrSubcommand
+    ) {
+        let _ = e.print();
+        return ExitCode::from(
+            if e.kind() == ErrorKind::DisplayHelpOnMissingArgumentOrSubcommand {
+                3
+            } else {
+                0
+            },
+        );
+    }
+    let text = e.render().to_string();
+    let first = text
+        .lines()
+        .map(str::trim)
+        .find(|l| !l.is_empty())
+        .unwrap_or("bad arguments");
+    let first = first.strip_prefix("error: ").unwrap_or(first);
+    eprintln!("chaos: error: {first} (try --help)");
+    ExitCode::from(3)
 }

@@ -2,12 +2,14 @@
 
 use crate::backend::{Launcher, MoverSpec, Signaller};
 use crate::progress::Progress;
+use crate::scenario::Restart;
 use chaos_history::{HistoryWriter, OpType};
 use serde_json::json;
 use std::collections::BTreeMap;
 use std::path::{Path, PathBuf};
 use std::sync::atomic::{AtomicUsize, Ordering};
 use std::sync::{Arc, Mutex};
+use std::time::{Duration, Instant};
 use tokio::io::{AsyncBufReadExt, BufReader};
 use tokio::task::JoinHandle;
 
@@ -19,12 +21,45 @@ pub struct Movers {
     running: AtomicUsize,
     /// Kills whose restart has not happened yet: the run is not over while any is pending.
     pub pending_restarts: AtomicUsize,
+    /// Boxes whose kill landed and whose restart is owed (see `owe_restart`).
+    owed: Mutex<std::collections::BTreeSet<String>>,
     tasks: Mutex<Vec<JoinHandle<()>>>,
     history: HistoryWriter,
     progress: Arc<Progress>,
     exits: Mutex<BTreeMap<String, Option<i32>>>,
     log_dir: PathBuf,
+    /// Each box's current life, for telling a mover that cannot run from one that ran.
+    lives: Mutex<BTreeMap<String, Life>>,
+    /// An exit this soon after its start, with no history line, is an early exit.
+    early_window: Duration,
+    /// The supervisor: whether and when a mover that exits on its own is started again.
+    supervisor: Supervisor,
+    /// Boxes the nemesis sent SIGKILL: their death is the nemesis's, not a failure.
+    killed_by_nemesis: Mutex<std::collections::BTreeSet<String>>,
+    /// Set when the run ends: nothing is restarted any more.
+    stopping: std::sync::atomic::AtomicBool,
 }
+
+/// The supervisor's policy (`[mover] restart`, `restart_delay_s`).
+#[derive(Debug, Clone, Copy)]
+pub struct Supervisor {
+    pub restart: Restart,
+    /// Real time between an exit and the restart.
+    pub delay: Duration,
+}
+
+/// One box's mover since its last start.
+#[derive(Debug, Clone)]
+struct Life {
+    started: Instant,
+    history_lines: u64,
+    /// Early exits in a row (non-zero, within the early window, no history line).
+    early_exits: u32,
+    last_code: Option<i32>,
+}
+
+/// Early exits in a row that make a crash loop.
+pub const CRASH_LOOP_EXITS: u32 = 5;
 
 impl Movers {
     pub fn new(
@@ -33,6 +68,8 @@ impl Movers {
         history: HistoryWriter,
         progress: Arc<Progress>,
         log_dir: PathBuf,
+        early_window: Duration,
+        supervisor: Supervisor,
     ) -> Arc<Movers> {
         Arc::new(Movers {
             specs: specs.into_iter().map(|s| (s.box_name.clone(), s)).collect(),
@@ -40,11 +77,17 @@ impl Movers {
             running_now: Mutex::new(BTreeMap::new()),
             running: AtomicUsize::new(0),
             pending_restarts: AtomicUsize::new(0),
+            owed: Mutex::new(Default::default()),
             tasks: Mutex::new(Vec::new()),
             history,
             progress,
             exits: Mutex::new(BTreeMap::new()),
             log_dir,
+            lives: Mutex::new(BTreeMap::new()),
+            early_window,
+            supervisor,
+            killed_by_nemesis: Mutex::new(Default::default()),
+            stopping: std::sync::atomic::AtomicBool::new(false),
         })
     }
 
@@ -62,6 +105,25 @@ impl Movers {
 
     pub fn is_running(&self, box_name: &str) -> bool {
         self.running_now.lock().unwrap().contains_key(box_name)
+    }
+
+    /// A kill of `box_name` landed and its restart is due later: the run waits for it.
+    pub fn owe_restart(&self, box_name: &str) {
+        if self.owed.lock().unwrap().insert(box_name.to_string()) {
+            self.pending_restarts.fetch_add(1, Ordering::SeqCst);
+        }
+    }
+
+    /// Whether `box_name`'s restart is owed (its kill landed).
+    pub fn restart_owed(&self, box_name: &str) -> bool {
+        self.owed.lock().unwrap().contains(box_name)
+    }
+
+    /// The owed restart happened (or failed for good).
+    pub fn restart_paid(&self, box_name: &str) {
+        if self.owed.lock().unwrap().remove(box_name) {
+            self.pending_restarts.fetch_sub(1, Ordering::SeqCst);
+        }
     }
 
     /// Exit codes of every mover that exited (None: killed by a signal).
@@ -98,6 +160,19 @@ impl Movers {
             .unwrap()
             .insert(box_name.to_string(), mover.signaller());
         self.running.fetch_add(1, Ordering::SeqCst);
+        {
+            let mut lives = self.lives.lock().unwrap();
+            let early_exits = lives.get(box_name).map_or(0, |l| l.early_exits);
+            lives.insert(
+                box_name.to_string(),
+                Life {
+                    started: Instant::now(),
+                    history_lines: 0,
+                    early_exits,
+                    last_code: None,
+                },
+            );
+        }
         let me = Arc::clone(self);
         let name = box_name.to_string();
         let reader = tokio::spawn(async move {
@@ -107,11 +182,21 @@ impl Movers {
                 me.take_line(&name, &line, &log_path);
             }
             let code = mover.wait().await;
+            me.note_exit(&name, code);
             me.running_now.lock().unwrap().remove(&name);
             me.exits.lock().unwrap().insert(name.clone(), code);
             me.history
                 .record(&name, OpType::Info, "exit", json!({ "code": code }));
+            // Owed before the count drops, so the run never sees "nobody left" in between.
+            let restart = me.supervises(&name, code);
+            if restart {
+                me.owe_restart(&name);
+            }
             me.running.fetch_sub(1, Ordering::SeqCst);
+            if restart {
+                let again = Arc::clone(&me);
+                tokio::spawn(again.restart_after_exit(name, code));
+            }
         });
         self.tasks.lock().unwrap().push(reader);
         Ok(())
@@ -133,6 +218,9 @@ impl Movers {
                 });
         match parsed {
             Some((kind, f, value)) => {
+                if let Some(life) = self.lives.lock().unwrap().get_mut(box_name) {
+                    life.history_lines += 1;
+                }
                 self.progress.observe(box_name, kind, &f, &value);
                 self.history.record(box_name, kind, &f, value);
             }
@@ -149,8 +237,110 @@ impl Movers {
         }
     }
 
+    /// Whether the supervisor starts `box_name` again after this exit: on failure (a non-zero
+    /// code, or a signal the nemesis did not send), unless the run is ending or a nemesis
+    /// restart is already owed.
+    fn supervises(&self, box_name: &str, code: Option<i32>) -> bool {
+        let by_nemesis = self.killed_by_nemesis.lock().unwrap().remove(box_name);
+        self.supervisor.restart == Restart::OnFailure
+            && code != Some(0)
+            && !(code.is_none() && by_nemesis)
+            && !self.stopping.load(Ordering::SeqCst)
+            && !self.restart_owed(box_name)
+    }
+
+    /// The supervisor's restart: after the delay, prepared at its gate and let go, recorded in
+    /// the history as the harness's `restart`.
+    /// (A boxed future: the restart spawns the reader that may restart again.)
+    fn restart_after_exit(
+        self: Arc<Self>,
+        box_name: String,
+        code: Option<i32>,
+    ) -> futures_util::future::BoxFuture<'static, ()> {
+        Box::pin(async move { self.restart_now(&box_name, code).await })
+    }
+
+    async fn restart_now(self: Arc<Self>, box_name: &str, code: Option<i32>) {
+        tokio::time::sleep(self.supervisor.delay).await;
+        if !self.stopping.load(Ordering::SeqCst) && !self.is_running(box_name) {
+            let prepared = self.prepare(box_name).await;
+            let spawned = match prepared {
+                Ok(()) => self.spawn(box_name).await,
+                Err(e) => Err(e),
+            };
+            let (kind, mut value) = match &spawned {
+                Ok(()) => (OpType::Ok, json!({ "target": box_name })),
+                Err(e) => (
+                    OpType::Fail,
+                    json!({ "target": box_name, "error": e.to_string() }),
+                ),
+            };
+            value["after_exit"] = json!(code);
+            value["delay_real_ms"] = json!(self.supervisor.delay.as_millis() as u64);
+            self.history.record("harness", kind, "restart", value);
+        }
+        self.restart_paid(box_name);
+    }
+
+    fn note_exit(&self, box_name: &str, code: Option<i32>) {
+        if let Some(life) = self.lives.lock().unwrap().get_mut(box_name) {
+            let early = matches!(code, Some(c) if c != 0)
+                && life.history_lines == 0
+                && life.started.elapsed() < self.early_window;
+            life.early_exits = if early { life.early_exits + 1 } else { 0 };
+            life.last_code = code;
+        }
+    }
+
+    /// A mover that cannot run is a setup mistake, not a finding about the data: every box's
+    /// mover exited non-zero within the early window of its start without a history line and
+    /// none is running or about to restart, or one box did so [`CRASH_LOOP_EXITS`] times in a
+    /// row (a crash loop). The line names the box, its exit status and its stderr's last line.
+    pub fn setup_failure(&self) -> Option<String> {
+        let lives = self.lives.lock().unwrap();
+        let say = |name: &str, life: &Life, what: &str| {
+            let last = crate::backend::gate::last_line(&self.specs[name].log_path)
+                .map(|l| format!(": {l}"))
+                .unwrap_or_default();
+            format!(
+                "{name}: the mover {what} (exit {}, within {} ms of its start, before any history line){last} (log: {}); nothing was judged",
+                life.last_code.map_or("by signal".to_string(), |c| c.to_string()),
+                self.early_window.as_millis(),
+                self.specs[name].log_path.display()
+            )
+        };
+        if let Some((name, life)) = lives
+            .iter()
+            .find(|(_, l)| l.early_exits >= CRASH_LOOP_EXITS)
+        {
+            let what = format!(
+                "exited early {} times in a row (a crash loop)",
+                life.early_exits
+            );
+            return Some(say(name, life, &what));
+        }
+        let idle = self.running() == 0 && self.pending_restarts.load(Ordering::SeqCst) == 0;
+        let all_early = !self.specs.is_empty()
+            && self
+                .specs
+                .keys()
+                .all(|b| lives.get(b).is_some_and(|l| l.early_exits > 0));
+        if idle && all_early {
+            let (name, life) = lives.iter().next().expect("every box has a life");
+            let what = format!("exited at once on every box ({})", self.specs.len());
+            return Some(say(name, life, &what));
+        }
+        None
+    }
+
     /// Signal a box's mover (its process group, or its container).
     pub async fn signal(&self, box_name: &str, sig: i32, freezer: bool) -> anyhow::Result<()> {
+        if sig == libc::SIGKILL {
+            self.killed_by_nemesis
+                .lock()
+                .unwrap()
+                .insert(box_name.to_string());
+        }
         let s = self
             .running_now
             .lock()
@@ -165,6 +355,7 @@ impl Movers {
 
     /// Kill every mover still running and wait for the readers to finish (bounded).
     pub async fn stop_all(&self) {
+        self.stopping.store(true, Ordering::SeqCst);
         let running: Vec<(String, Signaller)> = self
             .running_now
             .lock()

@@ -66,3 +66,41 @@ pub fn free_port() -> std::io::Result<u16> {
         "64 binds in a row gave ports already handed out",
     ))
 }
+
+/// The process listening on TCP `port` (any address), as `(pid, command name)`, read from
+/// `/proc/net/tcp{,6}` and each process's open descriptors; `None` when it cannot be told
+/// (another user's process without root, or no such listener).
+pub fn listener_of(port: u16) -> Option<(i32, String)> {
+    let inode = ["/proc/net/tcp", "/proc/net/tcp6"]
+        .iter()
+        .find_map(|table| {
+            let text = std::fs::read_to_string(table).ok()?;
+            text.lines().skip(1).find_map(|line| {
+                let cols: Vec<&str> = line.split_whitespace().collect();
+                let local_port = cols.get(1)?.rsplit(':').next()?;
+                // State 0A is LISTEN.
+                (u16::from_str_radix(local_port, 16).ok()? == port && *cols.get(3)? == "0A")
+                    .then(|| cols.get(9).map(|s| s.to_string()))
+                    .flatten()
+            })
+        })?;
+    let wanted = format!("socket:[{inode}]");
+    for entry in std::fs::read_dir("/proc").ok()?.flatten() {
+        let Ok(pid) = entry.file_name().to_string_lossy().parse::<i32>() else {
+            continue;
+        };
+        let Ok(fds) = std::fs::read_dir(entry.path().join("fd")) else {
+            continue;
+        };
+        let holds = fds.flatten().any(|fd| {
+            std::fs::read_link(fd.path()).is_ok_and(|l| l.as_os_str() == wanted.as_str())
+        });
+        if holds {
+            let name = std::fs::read_to_string(entry.path().join("comm"))
+                .map(|c| c.trim().to_string())
+                .unwrap_or_default();
+            return Some((pid, name));
+        }
+    }
+    None
+}

@@ -1,18 +1,18 @@
 //! One run, start to finish: resolve the scenario, start the cluster and links, seed, start movers, ingest and nemesis, wait, heal, read the audit and final state, check, write the results.
 
 use crate::audit;
-use crate::backend::{BackendKind, Cluster, ClusterSpec, MoverProgram, MoverSpec};
-use crate::faults::{Nemesis, LIBFAKETIME};
-use crate::links::Links;
-use crate::movers::Movers;
+use crate::backend::{BackendKind, MoverProgram, MoverSpec};
+use crate::faults::{faketime_file, Nemesis, LIBFAKETIME};
+use crate::movers::{Movers, Supervisor};
 use crate::progress::Progress;
 use crate::results::{self, RunDir};
 use crate::scenario::{self, Scenario};
-use crate::setup;
+use crate::testbed::{farm, BedOptions, Testbed};
+use crate::triggers::{self, Triggers};
 use chaos_checkers::{Validity, Verdict};
 use chaos_history::{HistoryWriter, RunMeta, RunRecord, ScenarioClock};
-use chaos_workloads::galewatch::Farm;
 use chaos_workloads::ingest::{self, IngestConfig, IngestShard};
+use chaos_workloads::mover::switch_name;
 use serde_json::json;
 use std::collections::BTreeMap;
 use std::path::{Path, PathBuf};
@@ -29,11 +29,12 @@ const START_LEAD: Duration = Duration::from_millis(40);
 #[derive(Debug, Clone, Default)]
 pub struct RunOptions {
     pub scenario: String,
-    pub fencing: Option<String>,
-    pub on_renew_failure: Option<String>,
-    pub on_lost: Option<String>,
+    pub fencing: Option<scenario::Fencing>,
+    pub on_renew_failure: Option<scenario::OnRenewFailure>,
+    pub on_lost: Option<scenario::OnLost>,
     pub check_expiry_before_write: bool,
-    pub election: Option<String>,
+    pub renew_on_thread: bool,
+    pub election: Option<scenario::Election>,
     pub lease_s: Option<f64>,
     pub seed: Option<u64>,
     pub mover_cmd: Option<String>,
@@ -44,10 +45,14 @@ pub struct RunOptions {
     pub results: PathBuf,
     pub quiet: bool,
     /// Faults added on top of the scenario's (the sweep's latency profile).
-    pub extra_faults: Vec<scenario::FaultEntry>,
+    pub extra_faults: Vec<chaos_nemesis::Fault>,
     /// Name for the results folder (default: the scenario's name).
     pub label: Option<String>,
     pub backend: Option<BackendKind>,
+    /// How a `--mover-cmd` says it is ready (overrides `[mover] ready`).
+    pub mover_ready: Option<scenario::Ready>,
+    /// The supervisor's restart policy (overrides `[mover] restart`).
+    pub restart: Option<scenario::Restart>,
 }
 
 /// What a finished run hands back.
@@ -73,23 +78,32 @@ pub fn resolve(opts: &RunOptions) -> anyhow::Result<Scenario> {
         )
     })?;
     let m = &mut file.mover;
-    if let Some(v) = &opts.fencing {
-        m.fencing = v.clone();
+    if let Some(v) = opts.fencing {
+        m.fencing = v;
     }
-    if let Some(v) = &opts.on_renew_failure {
-        m.on_renew_failure = v.clone();
+    if let Some(v) = opts.on_renew_failure {
+        m.on_renew_failure = v;
     }
-    if let Some(v) = &opts.on_lost {
-        m.on_lost = v.clone();
+    if let Some(v) = opts.on_lost {
+        m.on_lost = v;
     }
     if opts.check_expiry_before_write {
         m.check_expiry_before_write = true;
     }
-    if let Some(v) = &opts.election {
-        m.election = v.clone();
+    if opts.renew_on_thread {
+        m.renew_on_thread = true;
+    }
+    if let Some(v) = opts.election {
+        m.election = v;
     }
     if let Some(v) = &opts.mover_cmd {
         m.command = Some(v.clone());
+    }
+    if let Some(v) = opts.mover_ready {
+        m.ready = v;
+    }
+    if let Some(v) = opts.restart {
+        m.restart = v;
     }
     if let Some(v) = opts.lease_s {
         file.lease.lease_s = v;
@@ -103,19 +117,7 @@ pub fn resolve(opts: &RunOptions) -> anyhow::Result<Scenario> {
     if let Some(v) = opts.rows_per_turbine {
         file.data.rows_per_turbine = v;
     }
-    file.faults.extend(opts.extra_faults.iter().cloned());
-    Ok(scenario::validate(file, &path)?)
-}
-
-fn farm(s: &Scenario) -> Farm {
-    let d = &s.file.data;
-    Farm {
-        turbines: d.turbines,
-        seeded_turbines: d.seeded_turbines,
-        rows_per_turbine: d.rows_per_turbine,
-        old_divisor: d.old_divisor,
-        new_divisor: d.new_divisor,
-    }
+    Ok(scenario::validate(file, &path, &opts.extra_faults)?)
 }
 
 /// The reference mover: beside this binary.
@@ -130,11 +132,6 @@ pub fn reference_mover() -> anyhow::Result<PathBuf> {
         }
     }
     anyhow::bail!("the reference mover is not built beside {}: run `cargo build --release -p chaos-workloads` (or give --mover-cmd)", exe.display())
-}
-
-/// The file libfaketime reads a box's clock offset from.
-pub fn faketime_file(log_dir: &Path, box_name: &str) -> PathBuf {
-    log_dir.join(format!("{box_name}.faketime"))
 }
 
 fn say(quiet: bool, line: &str) {
@@ -155,16 +152,39 @@ pub async fn run(opts: &RunOptions) -> anyhow::Result<RunOutcome> {
     } else {
         None
     };
-    let uses_clock = scenario
+    // Only the boxes a clock fault targets run under libfaketime, and only their real-time
+    // clock is faked: a clock offset in production moves the wall clock, never
+    // CLOCK_MONOTONIC (and a faked monotonic clock hangs timed waits, e.g. Python's).
+    let clocked: std::collections::BTreeSet<String> = scenario
         .faults
         .iter()
-        .any(|f| matches!(f.kind, chaos_nemesis::FaultKind::Clock { .. }));
+        .filter_map(|f| match &f.kind {
+            chaos_nemesis::FaultKind::Clock { target, .. } => Some(target.clone()),
+            _ => None,
+        })
+        .collect();
+    let uses_clock = !clocked.is_empty();
     if uses_clock && !Path::new(LIBFAKETIME).is_file() {
         anyhow::bail!(
             "the scenario offsets a clock, which needs libfaketime: apt-get install -y faketime"
         );
     }
     let backend = opts.backend.unwrap_or(BackendKind::Process);
+    // A link trigger reads the bytes our own proxy forwards: not those of a proxy in a
+    // container or of an external Toxiproxy.
+    if let Some(w) = scenario
+        .faults
+        .iter()
+        .filter_map(|f| f.when.as_ref())
+        .find(|w| w.on.on_link())
+    {
+        if backend != BackendKind::Process || opts.toxiproxy.is_some() {
+            anyhow::bail!(
+                "a trigger on a link event ({}) reads the links through the harness's own proxy: run it on the process backend without --toxiproxy",
+                w.describe()
+            );
+        }
+    }
     let label = opts.label.clone().unwrap_or_else(|| s.name.clone());
     let dir = RunDir::create(&opts.results, &label, s.seed)?;
     let quiet = opts.quiet;
@@ -182,87 +202,30 @@ pub async fn run(opts: &RunOptions) -> anyhow::Result<RunOutcome> {
         &json!({ "scenario": &*scenario, "seed": s.seed, "git_commit": results::git_commit(), "backend": backend, "toxiproxy": opts.toxiproxy }),
     )?;
 
-    // The cluster: routing + shards, and a proxy per link.
-    let mut nodes = vec!["routing".to_string()];
-    nodes.extend((1..=s.cluster.shards).map(|i| format!("shard{i}")));
+    // The testbed: routing + shards, a proxy per link, the schema, the plan, the readings.
     let topology = scenario.topology();
-    let spec = ClusterSpec {
-        nodes: nodes.clone(),
-        links: topology.links(),
-        log_dir: dir.logs.clone(),
-        run_id: dir.run_id.clone(),
-    };
-    let t_cluster = Instant::now();
-    let cluster = Cluster::start(backend, &spec).await?;
-    let cluster_s = t_cluster.elapsed().as_secs_f64();
+    let bed = Testbed::start(
+        &scenario,
+        &BedOptions {
+            backend,
+            toxiproxy: opts.toxiproxy.clone(),
+            log_dir: dir.logs.clone(),
+            run_id: dir.run_id.clone(),
+        },
+    )
+    .await?;
+    let cluster_s = bed.cluster_s;
     say(
         quiet,
         &format!(
             "chaos: {} databases up in {:.2} s ({})",
-            nodes.len(),
+            bed.nodes.len(),
             cluster_s,
-            cluster.describe()
+            bed.cluster.describe()
         ),
     );
-    // Tests plant a panic here to prove no server outlives the harness.
-    if std::env::var("CHAOS_TEST_PANIC").as_deref() == Ok("after-cluster") {
-        panic!("planted panic (CHAOS_TEST_PANIC) after the cluster started");
-    }
-    let proxy_api = opts.toxiproxy.clone().or_else(|| cluster.proxy_api());
-    let links = Arc::new(Links::start(proxy_api.as_deref()).await?);
-    for (i, link) in topology.links().iter().enumerate() {
-        let node = crate::links::link_target(link);
-        links
-            .add(link, &cluster.link_listen(link, i), &cluster.upstream(node))
-            .await?;
-    }
-    // Every link's URL, for a mover and for the harness (the ingest).
-    let urls: BTreeMap<String, (String, String)> = topology
-        .links()
-        .into_iter()
-        .map(|link| {
-            let reported = links.addr(&link).unwrap_or_default();
-            let url = |h| {
-                format!(
-                    "postgres://postgres@{}/postgres",
-                    cluster.client_addr(&link, &reported, h)
-                )
-            };
-            let pair = (url(false), url(true));
-            (link, pair)
-        })
-        .collect();
-    let link_url = |link: &str| urls.get(link).map(|u| u.0.clone()).unwrap_or_default();
-    let link_addr =
-        |link: &str, _for_harness: bool| urls.get(link).map(|u| u.1.clone()).unwrap_or_default();
-
-    // Schema, plan and seeded history. Readings carry scenario-calendar timestamps.
     let t_seed = Instant::now();
-    let start_ts_ms = scenario.day_unix_ms + scenario.start_ms;
-    let seeded = farm.seeded(start_ts_ms);
-    let seed_first_ms = seeded
-        .first()
-        .map(|t| t.run.first_ms)
-        .unwrap_or(start_ts_ms);
-    setup::routing(
-        &cluster.admin_url("routing"),
-        &s.lease.job,
-        s.lease.first_token,
-        &plan,
-    )
-    .await
-    .map_err(anyhow::Error::msg)?;
-    let shard_names: Vec<String> = nodes[1..].to_vec();
-    let shard_admin: Vec<(String, String)> = shard_names
-        .iter()
-        .map(|n| (n.clone(), cluster.admin_url(n)))
-        .collect();
-    let loads = shard_admin
-        .iter()
-        .map(|(n, url)| setup::shard(n, url, &farm, seed_first_ms));
-    for r in futures_util::future::join_all(loads).await {
-        r.map_err(anyhow::Error::msg)?;
-    }
+    let seeded = bed.install(&scenario, &farm).await?;
     let seed_s = t_seed.elapsed().as_secs_f64();
     say(
         quiet,
@@ -274,21 +237,31 @@ pub async fn run(opts: &RunOptions) -> anyhow::Result<RunOutcome> {
             plan.len()
         ),
     );
+    let shard_names: Vec<String> = bed.shards().to_vec();
+    let Testbed {
+        cluster,
+        links,
+        urls,
+        ..
+    } = bed;
 
     // The mover specs (real milliseconds, already scaled).
     let real = |scenario_s: f64| scenario.real_ms(scenario_s * 1000.0);
     let mut mover_args = vec![
         "--fencing".to_string(),
-        s.mover.fencing.clone(),
+        switch_name(s.mover.fencing),
         "--on-renew-failure".into(),
-        s.mover.on_renew_failure.clone(),
+        switch_name(s.mover.on_renew_failure),
         "--on-lost".into(),
-        s.mover.on_lost.clone(),
+        switch_name(s.mover.on_lost),
         "--election".into(),
-        s.mover.election.clone(),
+        switch_name(s.mover.election),
     ];
     if s.mover.check_expiry_before_write {
         mover_args.push("--check-expiry-before-write".into());
+    }
+    if s.mover.renew_on_thread {
+        mover_args.push("--renew-on-thread".into());
     }
     mover_args.extend(s.mover.args.iter().cloned());
     let specs: Vec<MoverSpec> = topology
@@ -297,7 +270,7 @@ pub async fn run(opts: &RunOptions) -> anyhow::Result<RunOutcome> {
         .map(|b| {
             let shard_urls = shard_names
                 .iter()
-                .map(|n| format!("{n}={}", link_url(&format!("{b}->{n}"))))
+                .map(|n| format!("{n}={}", urls.mover(&format!("{b}->{n}"))))
                 .collect::<Vec<_>>()
                 .join(",");
             let mut env = vec![
@@ -305,7 +278,7 @@ pub async fn run(opts: &RunOptions) -> anyhow::Result<RunOutcome> {
                 ("CHAOS_JOB".into(), s.lease.job.clone()),
                 (
                     "CHAOS_ROUTING_URL".into(),
-                    link_url(&format!("{b}->routing")),
+                    urls.mover(&format!("{b}->routing")),
                 ),
                 ("CHAOS_SHARD_URLS".into(), shard_urls),
                 ("CHAOS_LEASE_MS".into(), real(s.lease.lease_s).to_string()),
@@ -313,12 +286,13 @@ pub async fn run(opts: &RunOptions) -> anyhow::Result<RunOutcome> {
                 ("CHAOS_COPY_MS".into(), real(s.lease.copy_s).to_string()),
                 ("CHAOS_BATCHES".into(), s.lease.batches.to_string()),
             ];
-            if uses_clock {
+            if clocked.contains(b) {
                 let file = faketime_file(&dir.logs, b);
                 let _ = std::fs::write(&file, "+0\n");
                 env.push(("LD_PRELOAD".into(), LIBFAKETIME.into()));
                 env.push(("FAKETIME_TIMESTAMP_FILE".into(), file.display().to_string()));
                 env.push(("FAKETIME_NO_CACHE".into(), "1".into()));
+                env.push(("FAKETIME_DONT_FAKE_MONOTONIC".into(), "1".into()));
             }
             let program = match (&s.mover.command, &mover_bin) {
                 (Some(cmd), _) => MoverProgram::Shell(cmd.clone()),
@@ -333,6 +307,8 @@ pub async fn run(opts: &RunOptions) -> anyhow::Result<RunOutcome> {
                 program,
                 env,
                 log_path: dir.logs.join(format!("{b}.log")),
+                reads_gate: s.mover.ready == scenario::Ready::Gate,
+                ready_timeout: Duration::from_secs_f64(s.mover.ready_timeout_real_s),
             }
         })
         .collect();
@@ -340,7 +316,36 @@ pub async fn run(opts: &RunOptions) -> anyhow::Result<RunOutcome> {
     // Movers start before the clock and wait at their gates, connected (a container takes
     // about 1 s to start, a process tens of ms to connect to four databases); then the
     // scenario clock starts and the gates open.
+    // Triggered faults watch the links from before the movers connect (a stream is read from
+    // its first byte) and the routing db's claim changes from before the clock starts.
+    let triggers = Arc::new(std::sync::Mutex::new(Triggers::new(&scenario)));
+    let clock_for_taps: Arc<std::sync::OnceLock<HistoryWriter>> = Default::default();
+    let (fired_tx, fired_rx) = tokio::sync::mpsc::unbounded_channel();
+    let mut link_taps = Vec::new();
+    if triggers.lock().unwrap().waits_for(|e| e.on_link()) {
+        let taps = links
+            .taps()
+            .ok_or_else(|| anyhow::anyhow!("link triggers need the harness's own proxy"))?;
+        let box_shard: Vec<String> = topology
+            .links()
+            .into_iter()
+            .filter(|l| l.starts_with("box-") && !l.ends_with("->routing"))
+            .collect();
+        link_taps = triggers::tap_links(
+            &taps,
+            &box_shard,
+            triggers.clone(),
+            clock_for_taps.clone(),
+            fired_tx.clone(),
+        );
+    }
     cluster.prepare_movers(&specs).await?;
+    let routing_admin = cluster.admin_url("routing");
+    let claims = if triggers.lock().unwrap().is_empty() {
+        None
+    } else {
+        Some(triggers::listen(&routing_admin).await?)
+    };
     links.warm_up().await;
     let cluster = Arc::new(tokio::sync::Mutex::new(cluster));
     // The clock starts a moment from now, so the faults due at the start (their proxy reads
@@ -356,6 +361,7 @@ pub async fn run(opts: &RunOptions) -> anyhow::Result<RunOutcome> {
         clock,
         HISTORY_LIMIT,
     )?;
+    let _ = clock_for_taps.set(history.clone());
     let progress = Arc::new(Progress::new(plan.len()));
     let movers = Movers::new(
         specs,
@@ -363,14 +369,15 @@ pub async fn run(opts: &RunOptions) -> anyhow::Result<RunOutcome> {
         history.clone(),
         progress.clone(),
         dir.logs.clone(),
+        // A mover that exits non-zero within one lease of its start, printing nothing, did
+        // not run: with every box so (or one box 5 times in a row) the run is a setup failure.
+        Duration::from_millis(real(s.lease.lease_s).max(1000)),
+        Supervisor {
+            restart: s.mover.restart,
+            delay: Duration::from_millis(real(s.mover.restart_delay_s)),
+        },
     );
-    let schedule = chaos_nemesis::expand(
-        &scenario.faults,
-        &topology,
-        scenario.start_ms,
-        scenario.end_ms,
-        ScenarioClock::format,
-    )?;
+    let schedule = &scenario.schedule;
     let nemesis = Nemesis::new(
         cluster.clone(),
         links.clone(),
@@ -380,7 +387,21 @@ pub async fn run(opts: &RunOptions) -> anyhow::Result<RunOutcome> {
         scenario.clone(),
         t0,
     );
-    let initial = nemesis.apply_initial(&schedule).await;
+    let landing = tokio::spawn(triggers::land_fired(fired_rx, nemesis.clone()));
+    let watch = claims.map(|first| {
+        tokio::spawn(triggers::watch_claims(
+            routing_admin.clone(),
+            first,
+            triggers.clone(),
+            history.clone(),
+            fired_tx.clone(),
+        ))
+    });
+    drop(fired_tx);
+    let initial = nemesis.apply_initial(schedule).await;
+    // The movers go at the scenario's start, not before: a fast mover's first writes would
+    // otherwise happen before the clock's zero (and be stamped 0).
+    tokio::time::sleep_until(t0.into()).await;
     // Every gate at once: one after another put the last box milliseconds (scenario seconds)
     // behind the first.
     let boxes = movers.boxes();
@@ -399,7 +420,7 @@ pub async fn run(opts: &RunOptions) -> anyhow::Result<RunOutcome> {
         for n in &shard_names {
             let shard = IngestShard {
                 shard: n.clone(),
-                url: link_addr(&format!("ingest->{n}"), true),
+                url: urls.harness(&format!("ingest->{n}")),
                 turbines: farm.ingested_on(n),
             };
             ingest_tasks.push(tokio::spawn(ingest::run_shard(
@@ -414,14 +435,22 @@ pub async fn run(opts: &RunOptions) -> anyhow::Result<RunOutcome> {
     // Wait for the movers (or the time limit), printing progress.
     let mut last_print = Instant::now();
     let end_reason;
+    let mut setup_failure = None;
+    let mut time_limited = false;
     loop {
         tokio::time::sleep(Duration::from_millis(10)).await;
         let now_ms = history.now_scenario_ms();
+        if let Some(failure) = movers.setup_failure() {
+            setup_failure = Some(failure);
+            end_reason = "the mover could not run".to_string();
+            break;
+        }
         if movers.running() == 0 && movers.pending_restarts.load(Ordering::SeqCst) == 0 {
             end_reason = "every mover exited".to_string();
             break;
         }
         if now_ms >= scenario.end_ms {
+            time_limited = true;
             end_reason = format!(
                 "the scenario's time limit {} was reached",
                 ScenarioClock::format(scenario.end_ms)
@@ -448,8 +477,41 @@ pub async fn run(opts: &RunOptions) -> anyhow::Result<RunOutcome> {
     let t_final = Instant::now();
     nemesis_task.abort();
     let _ = nemesis_task.await;
+    if let Some(w) = watch {
+        w.abort();
+        let _ = w.await;
+    }
+    drop(link_taps);
+    landing.abort();
+    let _ = landing.await;
+    // A trigger that never fired asked its question of nobody: the run cannot say.
+    let unfired = triggers.lock().unwrap().unfired();
+    for (index, when, optional) in &unfired {
+        history.record(
+            "nemesis",
+            chaos_history::OpType::Info,
+            "trigger-unfired",
+            json!({ "fault": index, "when": when, "optional": optional }),
+        );
+    }
+    let unfired_reason = unfired
+        .iter()
+        .filter(|u| !u.2)
+        .map(|(i, when, _)| format!("fault {i}'s trigger ({when}) never fired"))
+        .collect::<Vec<_>>();
     movers.stop_all().await;
     stop_ingest.store(true, Ordering::Relaxed);
+    if let Some(failure) = setup_failure {
+        // Nothing to judge: stop what the run started and say why, once.
+        for t in ingest_tasks {
+            let _ = t.await;
+        }
+        nemesis.heal_all().await;
+        let _ = history.finish();
+        cluster.lock().await.stop_all().await;
+        links.shutdown().await;
+        anyhow::bail!("{failure}");
+    }
     let mut ingest_stats = Vec::new();
     for t in ingest_tasks {
         if let Ok(st) = t.await {
@@ -484,10 +546,20 @@ pub async fn run(opts: &RunOptions) -> anyhow::Result<RunOutcome> {
         strict_duplicates: opts.strict_duplicates,
         mover: mover_settings(&scenario),
         end_scenario_ms,
-        completed: dropped == 0,
-        incomplete_reason: (dropped > 0).then(|| {
-            format!("the history hit its limit of {HISTORY_LIMIT} events; {dropped} were dropped")
-        }),
+        // A run cut by its time limit did not complete: what was still under way is unknown,
+        // not a finding (a mover still copying has not failed to finish).
+        completed: dropped == 0 && !time_limited && unfired_reason.is_empty(),
+        incomplete_reason: if !unfired_reason.is_empty() {
+            Some(unfired_reason.join("; "))
+        } else if dropped > 0 {
+            Some(format!(
+                "the history hit its limit of {HISTORY_LIMIT} events; {dropped} were dropped"
+            ))
+        } else if time_limited {
+            Some(end_reason.clone())
+        } else {
+            None
+        },
     };
     results::write_json(&dir.file(chaos_history::RUN_META_FILE), &meta)?;
     results::write_json(&dir.file(chaos_history::AUDIT_FILE), &audit)?;
@@ -508,7 +580,21 @@ pub async fn run(opts: &RunOptions) -> anyhow::Result<RunOutcome> {
         "end_reason": end_reason,
     });
     let t_check = Instant::now();
-    let verdict = crate::check::check_dir(&dir.path, Some(&figures), quiet)?;
+    // On a blocking thread: judging a long history is CPU-bound, and a signal must still be seen.
+    let verdict = {
+        let (path, figures) = (dir.path.clone(), figures.clone());
+        tokio::task::spawn_blocking(move || {
+            crate::check::check_dir(
+                &path,
+                &crate::check::CheckOptions {
+                    extra: Some(&figures),
+                    quiet,
+                    strict_duplicates: None,
+                },
+            )
+        })
+        .await??
+    };
     let mut figures = figures;
     figures["wall_s"]["check_and_report"] = json!(t_check.elapsed().as_secs_f64());
     figures["wall_s"]["total"] = json!(wall.elapsed().as_secs_f64());
@@ -537,14 +623,15 @@ fn mover_settings(s: &Scenario) -> BTreeMap<String, String> {
     let m = &s.file.mover;
     let l = &s.file.lease;
     let mut out = BTreeMap::new();
-    out.insert("fencing".into(), m.fencing.clone());
-    out.insert("on_renew_failure".into(), m.on_renew_failure.clone());
-    out.insert("on_lost".into(), m.on_lost.clone());
+    out.insert("fencing".into(), switch_name(m.fencing));
+    out.insert("on_renew_failure".into(), switch_name(m.on_renew_failure));
+    out.insert("on_lost".into(), switch_name(m.on_lost));
     out.insert(
         "check_expiry_before_write".into(),
         m.check_expiry_before_write.to_string(),
     );
-    out.insert("election".into(), m.election.clone());
+    out.insert("election".into(), switch_name(m.election));
+    out.insert("renew_on_thread".into(), m.renew_on_thread.to_string());
     out.insert(
         "command".into(),
         m.command

@@ -2,6 +2,7 @@
 
 use chaos_history::ScenarioClock;
 use chaos_nemesis::{Fault, FaultKind, RandomProfile, Topology};
+pub use chaos_workloads::mover::{Election, Fencing, OnLost, OnRenewFailure};
 use serde::{Deserialize, Serialize};
 use std::path::{Path, PathBuf};
 
@@ -144,27 +145,67 @@ fn ten() -> u32 {
 #[derive(Debug, Clone, Serialize, Deserialize)]
 #[serde(deny_unknown_fields, default)]
 pub struct MoverSection {
-    pub fencing: String,
-    pub on_renew_failure: String,
-    pub on_lost: String,
+    pub fencing: Fencing,
+    pub on_renew_failure: OnRenewFailure,
+    pub on_lost: OnLost,
     pub check_expiry_before_write: bool,
-    pub election: String,
+    pub election: Election,
+    /// The reference mover renews from a task of its own (the seed's short-lease design).
+    pub renew_on_thread: bool,
     /// A program following the mover protocol instead of the reference mover.
     pub command: Option<String>,
     /// Extra arguments for the reference mover.
     pub args: Vec<String>,
+    /// How a `command` says it is ready: held by a shell before it starts (`exec`), or it
+    /// reads `CHAOS_GATE` itself once connected (`gate`).
+    pub ready: Ready,
+    /// What the harness does when a mover exits non-zero, as a supervisor would.
+    pub restart: Restart,
+    /// How long after such an exit it is started again, scenario seconds.
+    pub restart_delay_s: f64,
+    /// How long a mover may take to connect and wait at its gate, REAL seconds (a setup
+    /// bound, not scenario time): past it the run is refused before the clock starts.
+    pub ready_timeout_real_s: f64,
+}
+
+/// How a user's mover says "connected, ready" (the reference mover always reads its gate).
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default, Serialize, Deserialize, clap::ValueEnum)]
+#[serde(rename_all = "kebab-case")]
+pub enum Ready {
+    /// A shell reads the gate, then execs the command: the clock starts before it does.
+    #[default]
+    Exec,
+    /// The command reads one line from the fifo `CHAOS_GATE` once connected.
+    Gate,
+}
+
+/// The supervisor's restart policy for movers that exit on their own.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default, Serialize, Deserialize, clap::ValueEnum)]
+#[serde(rename_all = "kebab-case")]
+pub enum Restart {
+    /// Restarted after `restart_delay_s` when it exits non-zero or by a signal the nemesis did
+    /// not send (systemd's `Restart=on-failure`).
+    #[default]
+    OnFailure,
+    /// Never restarted (only a nemesis kill with a duration restarts a mover).
+    Never,
 }
 
 impl Default for MoverSection {
     fn default() -> Self {
         MoverSection {
-            fencing: "off".into(),
-            on_renew_failure: "stop".into(),
-            on_lost: "stop".into(),
+            fencing: Fencing::Off,
+            on_renew_failure: OnRenewFailure::Stop,
+            on_lost: OnLost::Stop,
             check_expiry_before_write: false,
-            election: "lease".into(),
+            election: Election::Lease,
+            renew_on_thread: false,
             command: None,
             args: vec![],
+            ready: Ready::Exec,
+            restart: Restart::OnFailure,
+            restart_delay_s: 5.0,
+            ready_timeout_real_s: 30.0,
         }
     }
 }
@@ -172,7 +213,15 @@ impl Default for MoverSection {
 /// A scripted fault: `at`, then `for_s` or `until`, then the fault's own fields.
 #[derive(Debug, Clone, Serialize, Deserialize)]
 pub struct FaultEntry {
-    pub at: String,
+    /// A clock instant; with `when`, the moment the trigger is armed (default: the start).
+    #[serde(default)]
+    pub at: Option<String>,
+    /// A moment of the system instead of (or after) `at` (DESIGN section 10).
+    #[serde(default)]
+    pub when: Option<chaos_nemesis::Trigger>,
+    /// A trigger that never fires is told, not a reason for `unknown`.
+    #[serde(default)]
+    pub optional: bool,
     #[serde(default)]
     pub until: Option<String>,
     #[serde(default)]
@@ -206,7 +255,11 @@ pub struct Scenario {
     pub start_ms: i64,
     pub end_ms: i64,
     pub day_unix_ms: i64,
+    /// The scenario's faults and the generated ones, as listed.
     pub faults: Vec<Fault>,
+    /// The same faults expanded once into paired start and heal operations in time order: what
+    /// the nemesis applies and what a sweep keeps clear of.
+    pub schedule: chaos_nemesis::Schedule,
 }
 
 impl Scenario {
@@ -301,11 +354,17 @@ pub fn load(path: &Path) -> Result<Scenario, ScenarioError> {
             .collect::<Vec<_>>()
             .join(" "),
     })?;
-    validate(file, path)
+    validate(file, path, &[])
 }
 
 /// Validate a parsed file (also used after command-line overrides).
-pub fn validate(file: ScenarioFile, path: &Path) -> Result<Scenario, ScenarioError> {
+/// Check a parsed scenario file and resolve its times; `extra` faults (already in scenario ms,
+/// e.g. a sweep's latency weather) join the file's before the schedule is checked and expanded.
+pub fn validate(
+    file: ScenarioFile,
+    path: &Path,
+    extra: &[Fault],
+) -> Result<Scenario, ScenarioError> {
     let p = path.display().to_string();
     let field = |field: &str, message: String| ScenarioError::Field {
         path: p.clone(),
@@ -397,22 +456,23 @@ pub fn validate(file: ScenarioFile, path: &Path) -> Result<Scenario, ScenarioErr
         ));
     }
     let m = &file.mover;
-    for (name, v, allowed) in [
-        ("mover.fencing", &m.fencing, &["off", "on"][..]),
-        (
-            "mover.on_renew_failure",
-            &m.on_renew_failure,
-            &["carry-on", "stop"][..],
-        ),
-        ("mover.on_lost", &m.on_lost, &["tidy-up", "stop"][..]),
-        ("mover.election", &m.election, &["lease", "unique"][..]),
-    ] {
-        if !allowed.contains(&v.as_str()) {
-            return Err(field(
-                name,
-                format!("'{v}' is not one of {}", allowed.join(", ")),
-            ));
-        }
+    if !(m.ready_timeout_real_s > 0.0 && m.ready_timeout_real_s <= 3600.0) {
+        return Err(field(
+            "mover.ready_timeout_real_s",
+            format!(
+                "must be above 0 and at most 3600 real seconds (got {})",
+                m.ready_timeout_real_s
+            ),
+        ));
+    }
+    if !(m.restart_delay_s >= 0.0 && m.restart_delay_s <= 86_400.0) {
+        return Err(field(
+            "mover.restart_delay_s",
+            format!(
+                "must be 0 to 86400 scenario seconds (got {})",
+                m.restart_delay_s
+            ),
+        ));
     }
     if let Some(v) = &file.expect.verdict {
         if !["valid", "invalid", "unknown"].contains(&v.as_str()) {
@@ -425,9 +485,30 @@ pub fn validate(file: ScenarioFile, path: &Path) -> Result<Scenario, ScenarioErr
     let mut faults = Vec::new();
     for (i, f) in file.faults.iter().enumerate() {
         let name = format!("fault[{i}]");
-        let mut at = time(&format!("{name}.at"), &f.at)?;
+        let mut at = match (&f.at, &f.when) {
+            (Some(at), _) => time(&format!("{name}.at"), at)?,
+            (None, Some(_)) => start_ms,
+            (None, None) => {
+                return Err(field(
+                    &name,
+                    "give `at` (a time) or `when` (a trigger, e.g. when = { on = \"renew\", by = \"holder\" })".into(),
+                ))
+            }
+        };
         if at < start_ms {
             at += 86_400_000;
+        }
+        if f.when.is_some() && f.until.is_some() {
+            return Err(field(
+                &format!("{name}.until"),
+                "a triggered fault lands when its trigger fires: give `for_s`".into(),
+            ));
+        }
+        if f.optional && f.when.is_none() {
+            return Err(field(
+                &format!("{name}.optional"),
+                "is about a trigger that may not fire: give `when`".into(),
+            ));
         }
         let duration_ms = match (&f.until, f.for_s) {
             (Some(_), Some(_)) => {
@@ -444,7 +525,7 @@ pub fn validate(file: ScenarioFile, path: &Path) -> Result<Scenario, ScenarioErr
                         format!(
                             "{} is before its start {}",
                             f.until.as_deref().unwrap_or(""),
-                            f.at
+                            f.at.as_deref().unwrap_or("")
                         ),
                     ));
                 }
@@ -466,20 +547,26 @@ pub fn validate(file: ScenarioFile, path: &Path) -> Result<Scenario, ScenarioErr
             duration_ms,
             kind: f.kind.clone(),
             note: f.note.clone(),
+            when: f.when.clone(),
+            optional: f.optional,
         });
     }
+    faults.extend(extra.iter().cloned());
     let topology = Topology::new(c.boxes, c.shards);
     if let Some(profile) = &file.nemesis.random {
         // A generated stop, crash or kill lasts at least RESTART_FLOOR_REAL_MS of real time,
         // so the database or mover is back in time for its start to land on its instant.
         let floor_ms = (RESTART_FLOOR_REAL_MS * 1000.0 / file.time_scale_ms).round() as i64;
-        let generated =
-            chaos_nemesis::generate(file.seed, profile, &topology, start_ms, end_ms, floor_ms)
-                .map_err(|m| field("nemesis.random", m))?;
+        let lease_ms = (file.lease.lease_s * 1000.0).round() as i64;
+        let generated = chaos_nemesis::generate(
+            file.seed, profile, &topology, start_ms, end_ms, floor_ms, lease_ms,
+        )
+        .map_err(|m| field("nemesis.random", m))?;
         faults.extend(generated);
     }
-    chaos_nemesis::expand(&faults, &topology, start_ms, end_ms, ScenarioClock::format)
-        .map_err(|e| field("fault", e.to_string()))?;
+    let schedule =
+        chaos_nemesis::expand(&faults, &topology, start_ms, end_ms, ScenarioClock::format)
+            .map_err(|e| field("fault", e.to_string()))?;
     Ok(Scenario {
         file,
         path: path.to_path_buf(),
@@ -487,6 +574,7 @@ pub fn validate(file: ScenarioFile, path: &Path) -> Result<Scenario, ScenarioErr
         end_ms,
         day_unix_ms,
         faults,
+        schedule,
     })
 }
 

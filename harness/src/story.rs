@@ -1,173 +1,325 @@
 //! The run told in scenario time: the events an engineer compares with the incident (grants, failed renewals, carry-on, takeovers, refusals, tidy-ups, faults), from the history alone.
 
 use chaos_checkers::{AnomalyClass, Verdict};
-use chaos_history::{OpType, RunRecord, ScenarioClock};
-use std::collections::{BTreeMap, BTreeSet};
+use chaos_history::{OpType, OpView, RunMeta, RunRecord, ScenarioClock};
+use std::collections::{BTreeMap, BTreeSet, BinaryHeap, HashMap};
 
 /// At most this many lines; the rest is in history.jsonl and report.html.
 const MAX_LINES: usize = 40;
+/// Turbines whose possibly-lost lines are held until the verdict names the lost ones.
+const MAX_TURBINES: usize = 100_000;
 
+/// The story of a run held in memory.
 pub fn story(record: &RunRecord, verdict: &Verdict) -> String {
-    let clock = &record.meta.clock;
-    let lost: BTreeSet<String> = verdict
-        .anomalies
-        .iter()
-        .filter(|a| a.class == AnomalyClass::LostRows)
-        .flat_map(|a| turbines_in(&a.evidence))
-        .collect();
-    let mut lines: Vec<(i64, String)> = Vec::new();
-    let mut copies: BTreeMap<String, u32> = BTreeMap::new();
-    let mut unreachable: BTreeSet<String> = BTreeSet::new();
-    let mut last_renew: BTreeMap<String, i64> = BTreeMap::new();
+    let mut fold = StoryFold::new(&record.meta);
+    for op in &record.history {
+        fold.observe(&OpView::of(op));
+    }
+    fold.finish(&record.meta, verdict)
+}
+
+/// One line of the story: when, in what order it was told, and its text.
+#[derive(Debug, PartialEq, Eq, PartialOrd, Ord)]
+struct Line {
+    t: i64,
+    seq: u64,
+    text: String,
+}
+
+/// The earliest lines seen, at most `MAX_LINES`, and how many there were.
+#[derive(Debug, Default)]
+struct Earliest {
+    /// A max-heap: the latest of the kept lines is the one to drop.
+    kept: BinaryHeap<Line>,
+    total: usize,
+}
+
+impl Earliest {
+    fn push(&mut self, line: Line) {
+        self.total += 1;
+        self.kept.push(line);
+        if self.kept.len() > MAX_LINES {
+            self.kept.pop();
+        }
+    }
+}
+
+/// The story told while the history streams: the state it needs per box
+/// (copies, renewals, grants), the earliest lines, and, per turbine, the
+/// lines that are told only if the verdict finds the turbine lost.
+#[derive(Debug)]
+pub struct StoryFold {
+    clock: ScenarioClock,
+    lease_ms: i64,
+    seq: u64,
+    lines: Earliest,
+    /// Lines about a turbine, told when the verdict finds its rows lost.
+    if_lost: HashMap<String, Earliest>,
+    copies: BTreeMap<String, u32>,
+    unreachable: BTreeSet<String>,
+    last_renew: BTreeMap<String, i64>,
     // When each box sent its latest renewal: a renewal that retries for a minute
     // fails once, at the end, but the box began retrying when it sent it.
-    let mut renew_sent: BTreeMap<String, i64> = BTreeMap::new();
+    renew_sent: BTreeMap<String, i64>,
     // When each box took the claim, until its grant-time fences answer.
-    let mut acquired: BTreeMap<String, i64> = BTreeMap::new();
-    for op in &record.history {
-        let t = clock.scenario_ms_at_run_ns(op.time_ns);
-        let v = &op.value;
-        let s = |k: &str| {
-            v.get(k)
-                .map(|x| {
-                    x.as_str()
-                        .map(str::to_string)
-                        .unwrap_or_else(|| x.to_string())
-                })
-                .unwrap_or_default()
+    acquired: BTreeMap<String, i64>,
+}
+
+impl StoryFold {
+    pub fn new(meta: &RunMeta) -> StoryFold {
+        StoryFold {
+            clock: meta.clock,
+            lease_ms: meta.lease_ms,
+            seq: 0,
+            lines: Earliest::default(),
+            if_lost: HashMap::new(),
+            copies: BTreeMap::new(),
+            unreachable: BTreeSet::new(),
+            last_renew: BTreeMap::new(),
+            renew_sent: BTreeMap::new(),
+            acquired: BTreeMap::new(),
+        }
+    }
+
+    fn tell(&mut self, t: i64, text: String) {
+        self.seq += 1;
+        self.lines.push(Line {
+            t,
+            seq: self.seq,
+            text,
+        });
+    }
+
+    /// A line told only if `turbine` turns out lost.
+    fn tell_if_lost(&mut self, turbine: &str, t: i64, text: String) {
+        self.seq += 1;
+        let line = Line {
+            t,
+            seq: self.seq,
+            text,
         };
-        let p = op.process.as_str();
-        match (op.kind, op.f.as_str()) {
+        if let Some(lines) = self.if_lost.get_mut(turbine) {
+            lines.push(line);
+        } else if self.if_lost.len() < MAX_TURBINES {
+            let mut lines = Earliest::default();
+            lines.push(line);
+            self.if_lost.insert(turbine.to_string(), lines);
+        }
+    }
+
+    /// Observe the next event of the history.
+    pub fn observe(&mut self, op: &OpView) {
+        let t = scenario_ms(&self.clock, op.time_ns);
+        let v = &op.value;
+        let s = |k: &str| v.get(k).map(|x| x.text().into_owned()).unwrap_or_default();
+        let p: &str = &op.process;
+        match (op.kind, &*op.f) {
             (OpType::Ok, "acquire") => {
-                acquired.insert(p.into(), t);
-                lines.push((t, format!("{p} takes the claim (token {})", s("token"))))
+                self.acquired.insert(p.into(), t);
+                self.tell(t, format!("{p} takes the claim (token {})", s("token")))
             }
             // A grant-time fence (a successor's has `why`) that took a quarter of the lease:
             // an update of the fence row waits for every write transaction still open on
             // the shard, such as a paused holder's, and the lease runs meanwhile.
             (OpType::Ok, "fence") if s("why").is_empty() => {
-                if let Some(a) = acquired.remove(p) {
-                    let lease = record.meta.lease_ms.max(1);
-                    if (t - a) * 4 >= lease {
-                        lines.push((
+                if let Some(a) = self.acquired.remove(p) {
+                    let lease = self.lease_ms.max(1);
+                    let took = t.saturating_sub(a);
+                    if took.saturating_mul(4) >= lease {
+                        self.tell(
                             t,
                             format!(
                                 "{p} fences its shards {:.1} s after taking the claim ({}% of its {} s lease): a fence waits for any write still open on its shard",
-                                (t - a) as f64 / 1000.0,
-                                (t - a) * 100 / lease,
+                                took as f64 / 1000.0,
+                                took.saturating_mul(100) / lease,
                                 lease as f64 / 1000.0
                             ),
-                        ));
+                        );
                     }
                 }
             }
             (OpType::Ok, "copy") => {
-                *copies.entry(p.into()).or_default() += 1;
-                if lost.contains(&s("turbine")) {
-                    lines.push((t, format!("{p} has copied {}", s("turbine"))));
-                }
+                *self.copies.entry(p.into()).or_default() += 1;
+                let turbine = s("turbine");
+                self.tell_if_lost(&turbine, t, format!("{p} has copied {turbine}"));
             }
             (OpType::Invoke, "renew") => {
-                renew_sent.insert(p.into(), t);
+                self.renew_sent.insert(p.into(), t);
             }
             (OpType::Ok, "renew") => {
-                last_renew.insert(p.into(), t);
-                unreachable.remove(p);
+                self.last_renew.insert(p.into(), t);
+                self.unreachable.remove(p);
             }
             (OpType::Fail, "renew") if s("reason") == "unreachable" => {
-                if unreachable.insert(p.into()) {
-                    if let Some(r) = last_renew.get(p) {
-                        lines.push((*r, format!("{p}: last renewal that got an answer")));
+                if self.unreachable.insert(p.into()) {
+                    if let Some(&r) = self.last_renew.get(p) {
+                        self.tell(r, format!("{p}: last renewal that got an answer"));
                     }
-                    let began = renew_sent.get(p).copied().unwrap_or(t).min(t);
-                    lines.push((began, format!("{p} finishes turbine {} and cannot reach the routing db to renew; retrying", copies.get(p).copied().unwrap_or(0))));
+                    let began = self.renew_sent.get(p).copied().unwrap_or(t).min(t);
+                    let copied = self.copies.get(p).copied().unwrap_or(0);
+                    self.tell(began, format!("{p} finishes turbine {copied} and cannot reach the routing db to renew; retrying"));
                 }
             }
-            (OpType::Fail, "renew") if s("reason") == "lost" => lines.push((
+            (OpType::Fail, "renew") if s("reason") == "lost" => self.tell(
                 t,
                 format!(
                     "{p}: renewal shows the claim is lost (holder {})",
                     or_unknown(&s("holder"))
                 ),
-            )),
+            ),
             (OpType::Info, "renew") if s("reason") == "carry-on" => {
-                lines.push((t, format!("{p} gives up renewing and carries on")))
+                self.tell(t, format!("{p} gives up renewing and carries on"))
             }
-            (OpType::Info, "lost") => lines.push((
+            (OpType::Info, "lost") => self.tell(
                 t,
                 format!("{p} learns it lost the claim (token {})", s("token")),
-            )),
-            (OpType::Invoke, "delete") if s("why") == "tidy-up" => lines.push((
+            ),
+            (OpType::Invoke, "delete") if s("why") == "tidy-up" => self.tell(
                 t,
                 format!(
                     "{p} tidies up: deletes {} from {}",
                     s("turbine"),
                     s("shard")
                 ),
-            )),
-            (OpType::Invoke, "copy") if lost.contains(&s("turbine")) => lines.push((
-                t,
-                format!(
-                    "{p} starts copying {} ({} -> {})",
-                    s("turbine"),
+            ),
+            (OpType::Invoke, "copy") => {
+                let turbine = s("turbine");
+                let line = format!(
+                    "{p} starts copying {turbine} ({} -> {})",
                     s("from"),
                     s("to")
-                ),
-            )),
-            (OpType::Invoke, "delete") if lost.contains(&s("turbine")) => lines.push((
-                t,
-                format!(
-                    "{p} deletes {} from {} ({})",
-                    s("turbine"),
-                    s("shard"),
-                    s("why")
-                ),
-            )),
-            (OpType::Fail, _) if s("reason") == "fenced" => lines.push((
-                t,
-                format!(
-                    "{} refuses {p}'s {} with token {} (shard has {})",
-                    s("shard"),
-                    op.f,
-                    s("token"),
-                    s("shard_token")
-                ),
-            )),
-            (OpType::Ok, "done") => lines.push((t, format!("{p} finds the plan done and exits"))),
+                );
+                self.tell_if_lost(&turbine, t, line);
+            }
+            (OpType::Invoke, "delete") => {
+                let turbine = s("turbine");
+                let why = s("why");
+                let why = if why.is_empty() {
+                    String::new()
+                } else {
+                    format!(" ({why})")
+                };
+                let line = format!("{p} deletes {turbine} from {}{why}", s("shard"));
+                self.tell_if_lost(&turbine, t, line);
+            }
+            (OpType::Fail, _) if s("reason") == "fenced" => {
+                let has = s("shard_token");
+                let has = if has.is_empty() {
+                    String::new()
+                } else {
+                    format!(" (shard has {has})")
+                };
+                let token = s("token");
+                let token = if token.is_empty() {
+                    String::new()
+                } else {
+                    format!(" with token {token}")
+                };
+                let shard = s("shard");
+                let shard = if shard.is_empty() {
+                    "a shard".to_string()
+                } else {
+                    shard
+                };
+                self.tell(t, format!("{shard} refuses {p}'s {}{token}{has}", op.f))
+            }
+            // A mover that exits on its own with a failure, and the supervisor's restart.
+            (OpType::Info, "exit") if !matches!(s("code").as_str(), "0" | "" | "null") => {
+                self.tell(t, format!("{p} exits with code {}", s("code")))
+            }
+            // `after_exit` is the exit code, or null for a signal the nemesis did not send.
+            (OpType::Ok, "restart") if p == "harness" => {
+                let why = match s("after_exit").as_str() {
+                    "" | "null" => "it had died of a signal".to_string(),
+                    code => format!("it had exited with code {code}"),
+                };
+                self.tell(t, format!("harness restarts {} ({why})", s("target")))
+            }
+            // A triggered fault: the moment it was waiting for came (or never did).
+            (OpType::Info, "trigger") if p == "nemesis" => {
+                let when = s("when");
+                let by = s("by");
+                let moment = match (when.is_empty(), by.is_empty()) {
+                    (false, false) => format!("{when} ({by})"),
+                    (false, true) => when,
+                    _ => "its moment".to_string(),
+                };
+                let target = s("target");
+                // Still a role (`holder`, `previous-holder->shard1`): nobody held it then.
+                let role = target.split("->").next().unwrap_or("").trim();
+                let to = if chaos_nemesis::ROLES.contains(&role) {
+                    format!("but no box is the {role}: nothing lands on {target}")
+                } else {
+                    format!("it sets off the fault on {target}")
+                };
+                self.tell(t, format!("trigger: {moment} comes; {to}"))
+            }
+            (OpType::Info, "trigger-unfired") if p == "nemesis" => {
+                let when = s("when");
+                let what = if when.is_empty() {
+                    "a trigger".to_string()
+                } else {
+                    format!("the trigger on {when}")
+                };
+                self.tell(t, format!("{what} never fired"))
+            }
+            (OpType::Ok, "done") => self.tell(t, format!("{p} finds the plan done and exits")),
             // A fault's effect begins when it is invoked (a stopping server refuses at once).
             // A start counts from when the node accepts connections (it is issued early).
             (OpType::Invoke, verb) | (OpType::Ok, verb @ "start")
                 if p == "nemesis" && (verb == "start") == (op.kind == OpType::Ok) =>
             {
-                lines.push((t, format!("nemesis: {verb} {}", s("target"))));
+                self.tell(t, format!("nemesis: {verb} {}", s("target")));
             }
-            (OpType::Info, verb) if p == "nemesis" => lines.push((
+            (OpType::Info, verb) if p == "nemesis" => self.tell(
                 t,
                 format!(
                     "nemesis: {verb} {} did NOT take: {}",
                     s("target"),
                     s("error")
                 ),
-            )),
+            ),
             _ => {}
         }
     }
-    lines.sort_by_key(|(t, _)| *t);
-    let total = lines.len();
-    let mut out = format!(
-        "{} in scenario time (seed {})\n",
-        record.meta.scenario, record.meta.seed
-    );
-    for (t, l) in lines.iter().take(MAX_LINES) {
-        out.push_str(&format!("  {}  {l}\n", ScenarioClock::format(*t)));
+
+    /// The story: the earliest lines, with those about the turbines the verdict found lost.
+    pub fn finish(self, meta: &RunMeta, verdict: &Verdict) -> String {
+        let lost: BTreeSet<String> = verdict
+            .anomalies
+            .iter()
+            .filter(|a| a.class == AnomalyClass::LostRows)
+            .flat_map(|a| turbines_in(&a.evidence))
+            .collect();
+        let mut total = self.lines.total;
+        let mut lines: Vec<Line> = self.lines.kept.into_vec();
+        let mut if_lost = self.if_lost;
+        for turbine in &lost {
+            if let Some(more) = if_lost.remove(turbine) {
+                total += more.total;
+                lines.extend(more.kept.into_vec());
+            }
+        }
+        lines.sort();
+        let mut out = format!("{} in scenario time (seed {})\n", meta.scenario, meta.seed);
+        for l in lines.iter().take(MAX_LINES) {
+            out.push_str(&format!("  {}  {}\n", ScenarioClock::format(l.t), l.text));
+        }
+        if total > MAX_LINES {
+            out.push_str(&format!(
+                "  ... {} more events in history.jsonl and report.html\n",
+                total - MAX_LINES
+            ));
+        }
+        out
     }
-    if total > MAX_LINES {
-        out.push_str(&format!(
-            "  ... {} more events in history.jsonl and report.html\n",
-            total - MAX_LINES
-        ));
-    }
-    out
+}
+
+/// A scenario time that saturates rather than overflows for an absurd `time_ns`.
+fn scenario_ms(clock: &ScenarioClock, run_ns: i64) -> i64 {
+    let scale = clock.real_ns_per_scenario_s.max(1) as i128;
+    let ms = clock.start_scenario_ms as i128 + run_ns as i128 * 1000 / scale;
+    ms.clamp(i64::MIN as i128, i64::MAX as i128) as i64
 }
 
 fn or_unknown(s: &str) -> &str {

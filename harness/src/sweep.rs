@@ -33,7 +33,7 @@ mod table;
 use crate::results;
 use crate::run::{self, RunOptions};
 use chaos_checkers::Stats;
-use chaos_history::{RunMeta, ScenarioClock};
+use chaos_history::RunMeta;
 use serde_json::json;
 use std::collections::BTreeMap;
 use std::path::{Path, PathBuf};
@@ -73,37 +73,48 @@ pub struct SweepArgs {
     #[arg(long)]
     scenario: String,
     /// Lease durations in scenario time, comma-separated (e.g. 2s,5s,10s,30s,60s or 500ms,1m).
-    #[arg(long, default_value = "2s,5s,10s,30s,60s")]
+    #[arg(long, default_value = "2s,5s,10s,30s,60s", allow_hyphen_values = true)]
     lease: String,
-    /// Fencing settings to run every lease with: off, on, or off,on.
-    #[arg(long, default_value = "off")]
-    fencing: String,
+    /// Fencing settings to run every lease with: off, on, or off,on (the reference mover's;
+    /// a --mover-cmd fences as it does, and its rows say "own").
+    #[arg(long)]
+    fencing: Option<String>,
+    /// Sweep this program (docs/mover-protocol.md) instead of the reference mover: it is given
+    /// each lease as CHAOS_LEASE_MS.
+    #[arg(long)]
+    mover_cmd: Option<String>,
+    /// How the --mover-cmd says it is ready: exec or gate.
+    #[arg(long, value_enum)]
+    mover_ready: Option<crate::scenario::Ready>,
+    /// Restart a mover that exits non-zero (on-failure) or never.
+    #[arg(long, value_enum)]
+    restart: Option<crate::scenario::Restart>,
     /// Runs per lease and fencing setting (seeds S, S+1, ...).
-    #[arg(long, default_value = "1")]
+    #[arg(long, default_value = "1", allow_hyphen_values = true)]
     runs: String,
     /// Seed for the latency weather and the runs (default: the scenario's).
-    #[arg(long)]
+    #[arg(long, allow_hyphen_values = true)]
     seed: Option<String>,
     /// Target median renewal latency on box-*->routing (scenario time).
-    #[arg(long, default_value = "30ms")]
+    #[arg(long, default_value = "30ms", allow_hyphen_values = true)]
     latency_p50: String,
     /// Target p99 of the latency profile.
-    #[arg(long, default_value = "300ms")]
+    #[arg(long, default_value = "300ms", allow_hyphen_values = true)]
     latency_p99: String,
     /// Target p99.9 of the latency profile (lesson 002 measured 2,100 ms).
-    #[arg(long, default_value = "2100ms")]
+    #[arg(long, default_value = "2100ms", allow_hyphen_values = true)]
     latency_p999: String,
     /// Largest spike [default: twice --latency-p999].
-    #[arg(long)]
+    #[arg(long, allow_hyphen_values = true)]
     latency_max: Option<String>,
     /// No latency profile: only the scenario's own faults.
     #[arg(long)]
     no_latency: bool,
     /// Wall-time budget for the whole sweep (e.g. 10m); runs that would not fit are not started.
-    #[arg(long, default_value = "20m")]
+    #[arg(long, default_value = "20m", allow_hyphen_values = true)]
     budget: String,
     /// Real milliseconds per scenario second (default: the scenario's).
-    #[arg(long)]
+    #[arg(long, allow_hyphen_values = true)]
     time_scale_ms: Option<String>,
     /// Where the sweep folder goes.
     #[arg(long, default_value = "results")]
@@ -113,6 +124,9 @@ pub struct SweepArgs {
     verbose: bool,
 }
 
+/// The fencing column of a team's mover: whatever its own code does.
+pub const OWN_FENCING: &str = "own";
+
 /// The sweep's input after checking; nothing runs before this exists.
 #[derive(Debug, Clone)]
 pub struct Plan {
@@ -120,6 +134,10 @@ pub struct Plan {
     pub name: String,
     pub leases_s: Vec<f64>,
     pub fencings: Vec<String>,
+    /// A team's mover and how it starts and restarts (None: the reference mover).
+    pub mover_cmd: Option<String>,
+    pub mover_ready: Option<crate::scenario::Ready>,
+    pub restart: Option<crate::scenario::Restart>,
     pub runs: u32,
     pub seed: u64,
     pub profile: Option<profile::Profile>,
@@ -166,14 +184,24 @@ pub fn plan(a: &SweepArgs) -> anyhow::Result<Plan> {
     }
     leases_s.sort_by(|x, y| x.total_cmp(y));
     leases_s.dedup();
+    // A team's mover fences (or not) by its own code: the harness cannot switch it, so its
+    // one column is labelled for what it is.
+    if a.mover_cmd.is_some() && a.fencing.is_some() {
+        anyhow::bail!(
+            "--fencing switches the reference mover; a --mover-cmd fences as it does (sweep each variant of it with its own command)"
+        );
+    }
+    if a.mover_cmd.is_none() && (a.mover_ready.is_some() || a.restart.is_some()) {
+        anyhow::bail!("--mover-ready and --restart are about a --mover-cmd; give one");
+    }
+    let fencing = match (&a.mover_cmd, &a.fencing) {
+        (Some(_), _) => OWN_FENCING,
+        (None, Some(f)) => f.as_str(),
+        (None, None) => "off",
+    };
     let mut fencings = Vec::new();
-    for f in a
-        .fencing
-        .split(',')
-        .map(str::trim)
-        .filter(|f| !f.is_empty())
-    {
-        if f != "off" && f != "on" {
+    for f in fencing.split(',').map(str::trim).filter(|f| !f.is_empty()) {
+        if f != "off" && f != "on" && a.mover_cmd.is_none() {
             anyhow::bail!("--fencing: '{f}' is not off or on (give off, on or off,on)");
         }
         if !fencings.iter().any(|x| x == f) {
@@ -206,6 +234,9 @@ pub fn plan(a: &SweepArgs) -> anyhow::Result<Plan> {
     let base = RunOptions {
         scenario: a.scenario.clone(),
         time_scale_ms,
+        mover_cmd: a.mover_cmd.clone(),
+        mover_ready: a.mover_ready,
+        restart: a.restart,
         ..Default::default()
     };
     let scenario = run::resolve(&base)?;
@@ -248,6 +279,9 @@ pub fn plan(a: &SweepArgs) -> anyhow::Result<Plan> {
         name: scenario.file.name.clone(),
         leases_s,
         fencings,
+        mover_cmd: a.mover_cmd.clone(),
+        mover_ready: a.mover_ready,
+        restart: a.restart,
         runs,
         seed,
         profile,
@@ -272,13 +306,7 @@ fn weather(plan: &Plan, seed: u64) -> anyhow::Result<profile::Generated> {
     let topology = scenario.topology();
     // The scenario's own link faults keep their links: a second latency toxic on
     // a link would collide, and a heal removes every toxic on it.
-    let schedule = chaos_nemesis::expand(
-        &scenario.faults,
-        &topology,
-        scenario.start_ms,
-        scenario.end_ms,
-        ScenarioClock::format,
-    )?;
+    let schedule = &scenario.schedule;
     let mut open: BTreeMap<(usize, String), i64> = BTreeMap::new();
     let mut busy: BTreeMap<String, Vec<(i64, i64)>> = BTreeMap::new();
     for op in schedule.ops.iter().filter(|o| o.kind.is_link_fault()) {
@@ -327,14 +355,18 @@ async fn one_run(
     lease_s: f64,
     fencing: &str,
     seed: u64,
-    extra: &[crate::scenario::FaultEntry],
+    extra: &[chaos_nemesis::Fault],
     verbose: bool,
     limit: Duration,
 ) -> RunResult {
     let started = Instant::now();
     let opts = RunOptions {
         scenario: plan.scenario.clone(),
-        fencing: Some(fencing.to_string()),
+        // "own" (a team's mover) switches nothing; "off" and "on" were checked by `plan`.
+        fencing: <crate::scenario::Fencing as clap::ValueEnum>::from_str(fencing, false).ok(),
+        mover_cmd: plan.mover_cmd.clone(),
+        mover_ready: plan.mover_ready,
+        restart: plan.restart,
         lease_s: Some(lease_s),
         seed: Some(seed),
         time_scale_ms: plan.time_scale_ms,
@@ -584,6 +616,7 @@ pub async fn sweep(a: SweepArgs) -> anyhow::Result<u8> {
             "runs_per_cell": plan.runs,
             "leases_s": plan.leases_s,
             "fencing": plan.fencings,
+            "mover_cmd": plan.mover_cmd,
             "time_scale_ms": scale,
             "profile": plan.profile,
             "weather": weathers.values().collect::<Vec<_>>(),
@@ -675,6 +708,11 @@ mod tests {
             (vec!["--runs", "0"], "--runs: 0 is not 1 to 1000"),
             (vec!["--fencing", "maybe"], "--fencing: 'maybe'"),
             (
+                vec!["--mover-cmd", "my-mover", "--fencing", "on"],
+                "a --mover-cmd fences as it does",
+            ),
+            (vec!["--restart", "never"], "are about a --mover-cmd"),
+            (
                 vec!["--latency-p999", "10ms"],
                 "need p50 <= p99 <= p99.9 <= max",
             ),
@@ -696,6 +734,9 @@ mod tests {
         let p = plan(&args(&["--lease", "10s,2s,5s,2s", "--fencing", "off,on"])).unwrap();
         assert_eq!(p.leases_s, vec![2.0, 5.0, 10.0]);
         assert_eq!(p.fencings, vec!["off", "on"]);
+        let own = plan(&args(&["--mover-cmd", "my-mover --fast"])).unwrap();
+        assert_eq!(own.fencings, vec![OWN_FENCING]);
+        assert_eq!(own.mover_cmd.as_deref(), Some("my-mover --fast"));
         let w = weather(&p, 7).unwrap();
         assert!(!w.faults.is_empty());
         // gc-pause's own race faults hold box-1/3/4->routing for its first 5 s.
@@ -704,8 +745,7 @@ mod tests {
                 panic!("the weather is latency only: {f:?}")
             };
             if link != "box-2->routing" {
-                let at = ScenarioClock::parse_time_of_day(&f.at).unwrap();
-                assert!(at >= 12 * 3_600_000 + 5_000, "{link} at {}", f.at);
+                assert!(f.at_ms >= 12 * 3_600_000 + 5_000, "{link} at {}", f.at_ms);
             }
         }
         run::resolve(&RunOptions {

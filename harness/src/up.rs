@@ -1,9 +1,9 @@
-//! `chaos up` / `chaos down`: a cluster for manual poking (routing + shards + a proxy per link, schema and seeded data), held by a foreground process that `down` stops.
+//! `chaos up` / `chaos down`: a cluster for manual poking (the run's own testbed: routing + shards + a proxy per link, schema and seeded data), held by a foreground process that `down` stops.
 
-use crate::backend::{BackendKind, Cluster, ClusterSpec};
-use crate::links::Links;
+use crate::backend::BackendKind;
 use crate::run::{resolve, RunOptions};
-use chaos_workloads::galewatch::Farm;
+use crate::testbed::{farm, BedOptions, Testbed};
+use std::collections::BTreeMap;
 use std::path::PathBuf;
 use std::time::{Duration, Instant};
 
@@ -18,6 +18,9 @@ pub struct UpArgs {
     /// Where logs go.
     #[arg(long, default_value = "results")]
     results: PathBuf,
+    /// Where the databases and the proxy run.
+    #[arg(long, value_enum, default_value = "process")]
+    backend: BackendKind,
 }
 
 #[derive(clap::Args, Debug)]
@@ -51,69 +54,42 @@ pub async fn up(a: UpArgs) -> anyhow::Result<u8> {
     })?;
     let began = Instant::now();
     let dir = crate::results::RunDir::create(&a.results, "up", scenario.file.seed)?;
-    let mut nodes = vec!["routing".to_string()];
-    nodes.extend((1..=scenario.file.cluster.shards).map(|i| format!("shard{i}")));
-    let cluster = Cluster::start(
-        BackendKind::Process,
-        &ClusterSpec {
-            links: scenario.topology().links(),
-            nodes: nodes.clone(),
+    let bed = Testbed::start(
+        &scenario,
+        &BedOptions {
+            backend: a.backend,
+            toxiproxy: None,
             log_dir: dir.logs.clone(),
             run_id: dir.run_id.clone(),
         },
     )
     .await?;
-    let links = Links::start(None).await?;
-    for link in scenario.topology().links() {
-        let node = crate::links::link_target(&link);
-        links
-            .add(&link, "127.0.0.1:0", &cluster.upstream(node))
-            .await?;
-    }
-    let d = &scenario.file.data;
-    let mut farm = Farm {
-        turbines: d.turbines,
-        seeded_turbines: d.seeded_turbines,
-        rows_per_turbine: d.rows_per_turbine,
-        old_divisor: d.old_divisor,
-        new_divisor: d.new_divisor,
-    };
+    let mut farm = farm(&scenario);
     if a.no_seed {
         farm.seeded_turbines = 0;
     }
-    let start_ts = scenario.day_unix_ms + scenario.start_ms;
-    let seeded = farm.seeded(start_ts);
-    let first = seeded.first().map(|s| s.run.first_ms).unwrap_or(start_ts);
-    crate::setup::routing(
-        &cluster.admin_url("routing"),
-        &scenario.file.lease.job,
-        scenario.file.lease.first_token,
-        &farm.plan(),
-    )
-    .await
-    .map_err(anyhow::Error::msg)?;
-    for n in &nodes[1..] {
-        crate::setup::shard(n, &cluster.admin_url(n), &farm, first)
-            .await
-            .map_err(anyhow::Error::msg)?;
-    }
+    bed.install(&scenario, &farm).await?;
     println!(
-        "cluster up in {:.2} s (scenario {}); logs in {}",
+        "cluster up in {:.2} s (scenario {}, {}); logs in {}",
         began.elapsed().as_secs_f64(),
         scenario.file.name,
+        bed.cluster.describe(),
         dir.logs.display()
     );
-    for n in &nodes {
-        println!("{n:<8} direct   {}", cluster.admin_url(n));
+    let admin: BTreeMap<String, String> = bed
+        .nodes
+        .iter()
+        .map(|n| (n.clone(), bed.cluster.admin_url(n)))
+        .collect();
+    for (n, url) in &admin {
+        println!("{n:<8} direct   {url}");
     }
-    println!("toxiproxy api  http://{}", links.api);
-    for link in scenario.topology().links() {
-        println!(
-            "{link:<18} postgres://postgres@{}/postgres",
-            links.addr(&link).unwrap_or_default()
-        );
+    println!("toxiproxy api  http://{}", bed.links.api);
+    for (link, url) in bed.urls.for_harness() {
+        println!("{link:<18} {url}");
     }
-    let state = serde_json::json!({ "pid": std::process::id(), "api": links.api, "nodes": nodes.iter().map(|n| (n.clone(), cluster.admin_url(n))).collect::<std::collections::BTreeMap<_, _>>() });
+    let state =
+        serde_json::json!({ "pid": std::process::id(), "api": bed.links.api, "nodes": admin });
     std::fs::write(state_file(), serde_json::to_string_pretty(&state)?)?;
     println!("running until Ctrl-C or `chaos down`");
     let mut term = tokio::signal::unix::signal(tokio::signal::unix::SignalKind::terminate())?;
@@ -122,7 +98,9 @@ pub async fn up(a: UpArgs) -> anyhow::Result<u8> {
         _ = term.recv() => {}
     }
     let stopping = Instant::now();
-    let mut cluster = cluster;
+    let Testbed {
+        mut cluster, links, ..
+    } = bed;
     cluster.stop_all().await;
     links.shutdown().await;
     let _ = std::fs::remove_file(state_file());

@@ -1,6 +1,6 @@
 //! Each fault's effect on a real Postgres connection: a SIGSTOPped client makes no progress
 //! and resumes; a stopped or crashed routing db refuses connections and comes back with its
-//! data; a 200 ms latency toxic slows a round trip and healing restores it; down cuts open
+//! data; boxes racing for an expired claim get one grant and burn no token; a 200 ms latency toxic slows a round trip and healing restores it; down cuts open
 //! connections and refuses new ones; timeout and reset_peer end an open connection. The link
 //! faults run twice: through the harness's `Links` (embedded proxy) and through
 //! `ToxiproxyClient` (the project's toxiproxy_rust wrapper) against a standalone
@@ -14,7 +14,7 @@ use chaos_harness::backend::{
 use chaos_harness::links::{proxy_name, Links};
 use chaos_harness::scenario::{self, Scenario, ScenarioFile};
 use chaos_nemesis::{FaultKind, Stream as LinkStream};
-use chaos_proxy::{ProxyInfo, Stream, ToxiproxyClient};
+use chaos_proxy::{ProxyInfo, Stream, ToxicKind, ToxicSpec, ToxiproxyClient};
 use common::*;
 use std::path::{Path, PathBuf};
 use std::time::{Duration, Instant};
@@ -168,7 +168,7 @@ fn scenario() -> Scenario {
         "#,
     )
     .unwrap();
-    scenario::validate(file, Path::new("faults-test.toml")).unwrap()
+    scenario::validate(file, Path::new("faults-test.toml"), &[]).unwrap()
 }
 
 /// Scenario ms that the default scale turns into `real_ms`.
@@ -267,8 +267,12 @@ impl Driver {
                         jitter_ms,
                         ..
                     } => {
+                        let toxic = ToxicKind::Latency {
+                            latency_ms: real(latency_ms),
+                            jitter_ms: real(jitter_ms),
+                        };
                         client
-                            .latency(&name, Stream::Downstream, real(latency_ms), real(jitter_ms))
+                            .add_toxic(&name, ToxicSpec::new(Stream::Downstream, toxic))
                             .await
                             .unwrap();
                     }
@@ -276,14 +280,20 @@ impl Driver {
                         client.down(&name).await.unwrap();
                     }
                     FaultKind::Timeout { timeout_ms, .. } => {
+                        let toxic = ToxicKind::Timeout {
+                            timeout_ms: real(timeout_ms),
+                        };
                         client
-                            .timeout(&name, Stream::Downstream, real(timeout_ms))
+                            .add_toxic(&name, ToxicSpec::new(Stream::Downstream, toxic))
                             .await
                             .unwrap();
                     }
                     FaultKind::ResetPeer { timeout_ms, .. } => {
+                        let toxic = ToxicKind::ResetPeer {
+                            timeout_ms: real(timeout_ms),
+                        };
                         client
-                            .reset_peer(&name, Stream::Downstream, real(timeout_ms))
+                            .add_toxic(&name, ToxicSpec::new(Stream::Downstream, toxic))
                             .await
                             .unwrap();
                     }
@@ -551,6 +561,8 @@ async fn a_paused_mover_makes_no_progress_and_resumes() {
             ("PGAPPNAME".into(), "box-1".into()),
         ],
         log_path: log_path.clone(),
+        reads_gate: false,
+        ready_timeout: std::time::Duration::from_secs(30),
     };
     let (mut mover, mut stdout) = db
         .cluster
@@ -779,6 +791,71 @@ async fn a_stopped_or_crashed_routing_db_refuses_connections_and_keeps_its_data(
         );
     }
     driver.shutdown().await;
+    db.stop().await;
+}
+
+// ---------------------------------------------------------------------------------------------
+// The lock service under the race every takeover is: boxes call claim_acquire on an expired
+// claim at once. One wins, the others get null, and no token is burnt, so the figures' "epoch
+// 7, then 8" holds whoever wins.
+// ---------------------------------------------------------------------------------------------
+
+#[tokio::test(flavor = "multi_thread")]
+async fn racing_acquirers_get_one_grant_and_burn_no_token() {
+    let db = Db::start("acquire-race").await;
+    let url = db.admin_url();
+    chaos_harness::setup::routing(&url, "move", 7, &[])
+        .await
+        .expect("the lock service installs");
+    const BOXES: usize = 6;
+    const ROUNDS: i64 = 25;
+    let mut clients = Vec::new();
+    for _ in 0..BOXES {
+        clients.push(std::sync::Arc::new(connect(&url).await));
+    }
+    let admin = connect(&url).await;
+    let mut winners = Vec::new();
+    for round in 0..ROUNDS {
+        // Everyone waits on the row the first caller locks, then all are let go at once.
+        let blocker = connect(&url).await;
+        blocker
+            .batch_execute("begin; select * from claims for update")
+            .await
+            .unwrap();
+        let mut calls = tokio::task::JoinSet::new();
+        for (i, c) in clients.iter().enumerate() {
+            let c = c.clone();
+            calls.spawn(async move {
+                let row = c
+                    .query_one(
+                        "select claim_acquire('move', $1, 60000)",
+                        &[&format!("box-{i}")],
+                    )
+                    .await
+                    .expect("claim_acquire answers");
+                row.get::<_, Option<i64>>(0)
+            });
+        }
+        tokio::time::sleep(Duration::from_millis(50)).await;
+        blocker.batch_execute("commit").await.unwrap();
+        let mut got = Vec::new();
+        while let Some(r) = calls.join_next().await {
+            got.extend(r.unwrap());
+        }
+        assert_eq!(got.len(), 1, "round {round}: exactly one box wins: {got:?}");
+        winners.push(got[0]);
+        admin
+            .batch_execute("update claims set expires_at = '-infinity'")
+            .await
+            .unwrap();
+    }
+    assert_eq!(
+        winners,
+        (7..7 + ROUNDS).collect::<Vec<i64>>(),
+        "tokens run without gaps from the first"
+    );
+    println!("{ROUNDS} races of {BOXES} boxes: tokens {winners:?}");
+    drop(clients);
     db.stop().await;
 }
 

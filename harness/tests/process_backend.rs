@@ -217,6 +217,7 @@ fn a_bad_scenario_file_is_refused_before_anything_starts() {
         ("unknown-field.toml", "name = 'x'\nstart = '21:40:00'\nend = '22:00:00'\nleese = 1\n[lease]\nlease_s = 60\npoll_s = 4\ncopy_s = 25\n", "leese"),
         ("bad-time.toml", "name = 'x'\nstart = '25:99:00'\nend = '22:00:00'\n[lease]\nlease_s = 60\npoll_s = 4\ncopy_s = 25\n", "start"),
         ("unknown-node.toml", "name = 'x'\nstart = '21:40:00'\nend = '22:00:00'\n[lease]\nlease_s = 60\npoll_s = 4\ncopy_s = 25\n[[fault]]\nat = '21:50:00'\nkind = 'stop'\ntarget = 'shard9'\n", "shard9"),
+        ("unknown-box.toml", "name = 'x'\nstart = '21:40:00'\nend = '22:00:00'\n[lease]\nlease_s = 60\npoll_s = 4\ncopy_s = 25\n[[fault]]\nat = '21:50:00'\nfor_s = 10\nkind = 'pause'\ntarget = 'box-9'\n", "box-9"),
         ("outside.toml", "name = 'x'\nstart = '21:40:00'\nend = '22:00:00'\n[lease]\nlease_s = 60\npoll_s = 4\ncopy_s = 25\n[[fault]]\nat = '21:50:00'\nfor_s = 900\nkind = 'pause'\ntarget = 'box-1'\n", "after the scenario ends"),
         ("jitter.toml", "name = 'x'\nstart = '21:40:00'\nend = '22:00:00'\n[lease]\nlease_s = 60\npoll_s = 4\ncopy_s = 25\n[[fault]]\nat = '21:50:00'\nkind = 'latency'\nlink = 'box-1->routing'\nlatency_ms = 10\njitter_ms = 50\n", "jitter"),
         ("negative.toml", "name = 'x'\nstart = '21:40:00'\nend = '22:00:00'\n[lease]\nlease_s = -60\npoll_s = 4\ncopy_s = 25\n", "lease.lease_s"),
@@ -245,4 +246,90 @@ fn a_bad_scenario_file_is_refused_before_anything_starts() {
     let missing = run_chaos(&["run", "no-such-scenario"], &data, &dir.join("results"));
     assert_eq!(missing.status.code(), Some(3));
     assert!(String::from_utf8_lossy(&missing.stderr).contains("chaos list"));
+}
+
+/// The final read compares every row with its reading's value on the shard (issue #14:
+/// values, not only keys): the seeding (SQL) and the ingest (Rust) agree on the value, and a
+/// changed value or a row moved along the time grid is counted as wrong.
+#[tokio::test(flavor = "multi_thread")]
+async fn the_final_read_counts_changed_values_on_the_shard() {
+    use chaos_workloads::galewatch::{reading_value, Farm};
+    let (spec, dir) = spec("values", &["shard1"]);
+    let mut cluster = ProcessCluster::start(&spec).await.expect("cluster starts");
+    let url = cluster.admin_url("shard1");
+    let farm = Farm {
+        turbines: 3,
+        seeded_turbines: 3,
+        rows_per_turbine: 40,
+        old_divisor: 1,
+        new_divisor: 1,
+    };
+    let first_ms = 1_744_500_000_000;
+    chaos_harness::setup::shard("shard1", &url, &farm, first_ms)
+        .await
+        .expect("seeded");
+    let c = chaos_harness::db::connect(&url, "ingest", Duration::from_secs(10))
+        .await
+        .unwrap();
+    let ts_ms: i64 = 1_776_116_400_000;
+    c.execute(
+        "insert into readings values ($1, to_timestamp($2::float8 / 1000), $3)",
+        &[
+            &"AP-0002",
+            &(ts_ms as f64),
+            &reading_value("AP-0002", ts_ms),
+        ],
+    )
+    .await
+    .unwrap();
+    let clean = chaos_harness::audit::final_runs("shard1", &url)
+        .await
+        .unwrap();
+    assert_eq!(clean.len(), 3);
+    for t in &clean {
+        let v = t.values.expect("every turbine is checked");
+        assert_eq!(
+            v.wrong, 0,
+            "{}: seeded and ingested values agree: {v:?}",
+            t.turbine
+        );
+    }
+    let ap2 = clean.iter().find(|t| t.turbine == "AP-0002").unwrap();
+    assert_eq!(ap2.values.unwrap().rows, 41);
+    // One value changed; one row moved one seeding step (still on the grid); a stray name.
+    c.batch_execute(
+        "update readings set value = value + 0.1 where turbine_id = 'AP-0001' \
+           and ts = (select max(ts) from readings where turbine_id = 'AP-0001');
+         update readings set ts = ts + (select max(ts) - min(ts) from readings where turbine_id = 'AP-0003') / 39 \
+           where turbine_id = 'AP-0003' and ts = (select min(ts) from readings where turbine_id = 'AP-0003');
+         insert into readings values ('not-a-serial', now(), 1.0);",
+    )
+    .await
+    .unwrap();
+    let after = chaos_harness::audit::final_runs("shard1", &url)
+        .await
+        .unwrap();
+    let of = |name: &str| {
+        after
+            .iter()
+            .find(|t| t.turbine == name)
+            .unwrap()
+            .values
+            .unwrap()
+    };
+    assert_eq!(of("AP-0001").wrong, 1);
+    assert_eq!(
+        of("AP-0003").wrong,
+        1,
+        "a row moved along the grid carries its old value"
+    );
+    assert_eq!(of("AP-0002").wrong, 0);
+    let stray = of("not-a-serial");
+    assert_eq!(
+        (stray.rows, stray.wrong),
+        (0, 0),
+        "a name that is no serial is not compared"
+    );
+    cluster.stop_all().await;
+    let _ = std::fs::remove_dir_all(dir);
 }

@@ -8,6 +8,7 @@ mod op;
 mod reader;
 mod record;
 mod runs;
+mod view;
 mod writer;
 
 pub use clock::ScenarioClock;
@@ -15,28 +16,28 @@ pub use op::{Op, OpType};
 pub use reader::{read_history, HistoryReader};
 pub use record::{
     Audit, ClaimChange, FinalState, PlanEntry, RunMeta, RunRecord, SeededTurbine, ShardTurbineRuns,
-    ShardWrite, WriteOp, AUDIT_FILE, FINAL_STATE_FILE, HISTORY_FILE, RUN_META_FILE,
+    ShardWrite, ValueCheck, WriteOp, AUDIT_FILE, FINAL_STATE_FILE, HISTORY_FILE, RUN_META_FILE,
 };
 pub use runs::{Run, RunBuilder};
+pub use view::{OpView, Scalar, ValueFields};
 pub use writer::HistoryWriter;
 
-/// Errors reading or writing a stored run.
+/// Errors reading or writing a stored run. Each says its cause in its own
+/// message and does not chain it as a `source` too, so a chain printed on
+/// one line says it once.
 #[derive(Debug, thiserror::Error)]
 pub enum HistoryError {
-    #[error("{path}: {source}")]
-    Io {
-        path: String,
-        source: std::io::Error,
-    },
-    #[error("{path}:{line}: not a history event: {source}")]
+    #[error("{path}: {error}")]
+    Io { path: String, error: std::io::Error },
+    #[error("{path}:{line}: not a history event: {error}")]
     Parse {
         path: String,
         line: u64,
-        source: serde_json::Error,
+        error: serde_json::Error,
     },
-    #[error("{path}: {source}")]
+    #[error("{path}: {error}")]
     Json {
         path: String,
-        source: serde_json::Error,
+        error: serde_json::Error,
     },
 }

@@ -16,9 +16,9 @@ pub struct HistoryReader {
 
 impl HistoryReader {
     pub fn open(path: &Path) -> Result<HistoryReader, HistoryError> {
-        let file = File::open(path).map_err(|source| HistoryError::Io {
+        let file = File::open(path).map_err(|error| HistoryError::Io {
             path: path.display().to_string(),
-            source,
+            error,
         })?;
         Ok(HistoryReader {
             lines: BufReader::with_capacity(1 << 20, file).lines(),
@@ -36,10 +36,10 @@ impl Iterator for HistoryReader {
         loop {
             let text = match self.lines.next()? {
                 Ok(t) => t,
-                Err(source) => {
+                Err(error) => {
                     return Some(Err(HistoryError::Io {
                         path: self.path.clone(),
-                        source,
+                        error,
                     }))
                 }
             };
@@ -49,16 +49,16 @@ impl Iterator for HistoryReader {
             }
             return match serde_json::from_str::<Op>(&text) {
                 Ok(op) => Some(Ok(op)),
-                Err(source) => {
+                Err(error) => {
                     // Only the last line may be torn; peek whether more follow.
-                    if source.is_eof() {
+                    if error.is_eof() {
                         self.torn_tail = true;
                         None
                     } else {
                         Some(Err(HistoryError::Parse {
                             path: self.path.clone(),
                             line: self.line,
-                            source,
+                            error,
                         }))
                     }
                 }

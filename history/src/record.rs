@@ -139,6 +139,24 @@ pub struct ShardTurbineRuns {
     pub shard: String,
     pub turbine: String,
     pub runs: Vec<Run>,
+    /// Rows whose value is not the reading's value for their (turbine, ts), counted on the shard (None: an older run that did not check).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub values: Option<ValueCheck>,
+}
+
+/// The value check of one (shard, turbine), computed on the shard by the
+/// harness: a reading's value is a function of (turbine, ts)
+/// (`workloads::galewatch::reading_value`), so a row whose value differs was
+/// changed (a copy that altered values, or moved a row to another timestamp
+/// of the grid).
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
+pub struct ValueCheck {
+    /// Rows checked (every row of the turbine on the shard).
+    pub rows: i64,
+    /// Rows whose value is not the reading's value for their (turbine, ts).
+    pub wrong: i64,
+    /// The earliest reading timestamp (Unix ms) among the wrong rows.
+    pub first_wrong_ts_ms: Option<i64>,
 }
 
 /// The final state of every shard, as runs.

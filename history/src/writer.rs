@@ -33,9 +33,9 @@ impl HistoryWriter {
         clock: ScenarioClock,
         limit: u64,
     ) -> Result<HistoryWriter, HistoryError> {
-        let file = File::create(path).map_err(|source| HistoryError::Io {
+        let file = File::create(path).map_err(|error| HistoryError::Io {
             path: path.display().to_string(),
-            source,
+            error,
         })?;
         Ok(HistoryWriter {
             inner: Arc::new(Mutex::new(Inner {
@@ -111,7 +111,7 @@ impl HistoryWriter {
         inner
             .out
             .flush()
-            .map_err(|source| HistoryError::Io { path, source })?;
+            .map_err(|error| HistoryError::Io { path, error })?;
         Ok((inner.written, inner.dropped))
     }
 }

@@ -123,6 +123,40 @@ impl FaultKind {
         }
     }
 
+    /// The role it targets, resolved when its trigger fires: a box fault on `holder` or
+    /// `previous-holder`, or a link fault from one (`holder->routing`, `previous-holder->shard*`).
+    pub fn role(&self) -> Option<&'static str> {
+        let who = match self {
+            FaultKind::Pause { target, .. }
+            | FaultKind::Kill { target }
+            | FaultKind::Clock { target, .. } => target.as_str(),
+            k if k.is_link_fault() => k.target().split_once("->").map_or("", |(c, _)| c.trim()),
+            _ => return None,
+        };
+        ROLES.iter().copied().find(|r| *r == who)
+    }
+
+    /// The same fault with its role made the box `b` (a link fault keeps its node part).
+    pub fn for_box(&self, b: &str) -> FaultKind {
+        let mut kind = self.clone();
+        match &mut kind {
+            FaultKind::Pause { target, .. }
+            | FaultKind::Kill { target }
+            | FaultKind::Clock { target, .. } => *target = b.to_string(),
+            FaultKind::Latency { link, .. }
+            | FaultKind::Bandwidth { link, .. }
+            | FaultKind::Down { link }
+            | FaultKind::Timeout { link, .. }
+            | FaultKind::ResetPeer { link, .. } => {
+                if let Some((_, node)) = link.split_once("->") {
+                    *link = format!("{b}->{}", node.trim());
+                }
+            }
+            FaultKind::Stop { .. } | FaultKind::Crash { .. } => {}
+        }
+        kind
+    }
+
     pub fn is_link_fault(&self) -> bool {
         matches!(
             self,
@@ -133,6 +167,36 @@ impl FaultKind {
                 | FaultKind::ResetPeer { .. }
         )
     }
+}
+
+/// The roles a triggered fault may target: whoever holds the claim when it fires, and whoever
+/// held it before.
+pub const ROLES: &[&str] = &["holder", "previous-holder"];
+
+/// Every verb that opens a fault window in a history, with the verb that closes it: the one
+/// list the history's readers (the report's lanes, the sweep's measures) take their pairs from.
+/// `FaultKind::verb` and `FaultKind::heal_verb` are in it (a test holds them to it).
+pub const VERB_PAIRS: &[(&str, &str)] = &[
+    ("pause", "resume"),
+    ("kill", "start-mover"),
+    ("stop", "start"),
+    ("crash", "start"),
+    ("latency", "heal"),
+    ("bandwidth", "heal"),
+    ("down", "heal"),
+    ("timeout", "heal"),
+    ("reset_peer", "heal"),
+    ("clock", "clock-reset"),
+];
+
+/// The verb that closes a window `verb` opens (None: `verb` opens none).
+pub fn closing_verb(verb: &str) -> Option<&'static str> {
+    VERB_PAIRS.iter().find(|(o, _)| *o == verb).map(|(_, c)| *c)
+}
+
+/// Whether `verb` closes a fault window.
+pub fn is_closing_verb(verb: &str) -> bool {
+    VERB_PAIRS.iter().any(|(_, c)| *c == verb)
 }
 
 /// A fault at a scenario time, healed after `duration_ms` (None: healed
@@ -146,4 +210,80 @@ pub struct Fault {
     /// Why it is in the scenario, for the report.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub note: Option<String>,
+    /// Land at a moment of the system instead: the trigger is armed at `at_ms`.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub when: Option<crate::Trigger>,
+    /// A trigger that never fires is then said, not a reason for an `unknown` verdict.
+    #[serde(default, skip_serializing_if = "std::ops::Not::not")]
+    pub optional: bool,
+}
+
+impl Fault {
+    /// A fault at a clock instant.
+    pub fn at(at_ms: i64, duration_ms: Option<i64>, kind: FaultKind) -> Fault {
+        Fault {
+            at_ms,
+            duration_ms,
+            kind,
+            note: None,
+            when: None,
+            optional: false,
+        }
+    }
+
+    pub fn with_note(mut self, note: impl Into<String>) -> Fault {
+        self.note = Some(note.into());
+        self
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn every_kind_opens_and_closes_with_a_listed_pair() {
+        let kinds = [
+            FaultKind::Pause {
+                target: "b".into(),
+                freezer: false,
+            },
+            FaultKind::Kill { target: "b".into() },
+            FaultKind::Stop { target: "n".into() },
+            FaultKind::Crash { target: "n".into() },
+            FaultKind::Latency {
+                link: "l".into(),
+                latency_ms: 1,
+                jitter_ms: 0,
+                stream: Stream::Both,
+            },
+            FaultKind::Bandwidth {
+                link: "l".into(),
+                rate_kb: 1,
+                stream: Stream::Both,
+            },
+            FaultKind::Down { link: "l".into() },
+            FaultKind::Timeout {
+                link: "l".into(),
+                timeout_ms: 0,
+                stream: Stream::Both,
+            },
+            FaultKind::ResetPeer {
+                link: "l".into(),
+                timeout_ms: 0,
+                stream: Stream::Both,
+            },
+            FaultKind::Clock {
+                target: "b".into(),
+                offset_ms: 1,
+            },
+        ];
+        for k in &kinds {
+            assert_eq!(closing_verb(k.verb()), Some(k.heal_verb()), "{k:?}");
+            assert!(is_closing_verb(k.heal_verb()));
+            assert!(!is_closing_verb(k.verb()));
+        }
+        assert_eq!(kinds.len(), VERB_PAIRS.len());
+        assert_eq!(closing_verb("copy"), None);
+    }
 }

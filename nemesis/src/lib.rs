@@ -9,11 +9,13 @@ mod fault;
 mod random;
 mod schedule;
 mod topology;
+mod trigger;
 
-pub use fault::{Fault, FaultKind, Stream};
+pub use fault::{closing_verb, is_closing_verb, Fault, FaultKind, Stream, ROLES, VERB_PAIRS};
 pub use random::{generate, RandomProfile, Rng, TargetSpread};
 pub use schedule::{expand, NemesisOp, Schedule};
 pub use topology::{LinkPattern, Topology};
+pub use trigger::{Event, Inside, Trigger, Who};
 
 /// A schedule or fault that cannot be applied, said in one line.
 #[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]

@@ -72,6 +72,29 @@ pub struct RandomProfile {
     /// Unset: the caller's floor (`generate`'s `restart_floor_ms`: 300 real ms in scenario ms).
     #[serde(default)]
     pub restart_min_ms: Option<i64>,
+    /// Faults on whoever holds the claim at one of its shard writes (a triggered fault each):
+    /// a pause or kill (as `faults` allows; a pause if it allows neither) at its n-th write,
+    /// n drawn from `holder_write`, inside the write's transaction or right after its commit.
+    #[serde(default)]
+    pub holder_faults: u32,
+    #[serde(default = "default_holder_write")]
+    pub holder_write: [u32; 2],
+    /// Link faults on a role, each right after a grant (its n-th, n drawn from `role_grant`):
+    /// `down` cuts the new holder's routing link (its renewals fail while it works), `latency`
+    /// slows the previous holder's shard links (its last writes land late), as `faults` allows
+    /// (a cut if it allows neither).
+    #[serde(default)]
+    pub role_faults: u32,
+    #[serde(default = "default_role_grant")]
+    pub role_grant: [u32; 2],
+}
+
+fn default_role_grant() -> [u32; 2] {
+    [1, 3]
+}
+
+fn default_holder_write() -> [u32; 2] {
+    [1, 20]
 }
 
 fn default_latency() -> [i64; 2] {
@@ -93,6 +116,9 @@ pub const RANDOM_FAULT_KINDS: &[&str] = &[
 /// Draw faults from `profile` between `start_ms` and `end_ms`. Every fault
 /// has a duration and ends before `end_ms`, so each is healed in the run.
 /// `restart_floor_ms`: the least a stop or crash lasts when the profile does not say.
+/// `lease_ms`: the scenario's lease; the triggered faults (on the holder and on roles) last
+/// from half a lease to three, so some end before a takeover and some after (0: they draw from
+/// `duration_ms` instead).
 pub fn generate(
     seed: u64,
     profile: &RandomProfile,
@@ -100,6 +126,7 @@ pub fn generate(
     start_ms: i64,
     end_ms: i64,
     restart_floor_ms: i64,
+    lease_ms: i64,
 ) -> Result<Vec<Fault>, String> {
     for k in &profile.faults {
         if !RANDOM_FAULT_KINDS.contains(&k.as_str()) {
@@ -109,8 +136,19 @@ pub fn generate(
             ));
         }
     }
+    let restart_min_early = profile.restart_min_ms.unwrap_or(restart_floor_ms).max(0);
+    let triggered = |restart_min: i64| -> Result<Vec<Fault>, String> {
+        let around = if lease_ms > 0 {
+            [lease_ms / 2, lease_ms * 3]
+        } else {
+            profile.duration_ms
+        };
+        let mut out = holder_faults(seed, profile, start_ms, restart_min, around)?;
+        out.extend(role_faults(seed, profile, start_ms, around)?);
+        Ok(out)
+    };
     if profile.faults.is_empty() {
-        return Ok(vec![]);
+        return triggered(restart_min_early);
     }
     for (name, [lo, hi]) in [
         ("interval_ms", profile.interval_ms),
@@ -185,19 +223,151 @@ pub fn generate(
                     stream: Stream::Downstream,
                 },
             };
-            faults.push(Fault {
-                at_ms: t,
-                duration_ms: Some(duration),
-                kind: fk,
-                note: Some(format!("generated from seed {seed}")),
-            });
+            faults.push(
+                Fault::at(t, Some(duration), fk).with_note(format!("generated from seed {seed}")),
+            );
         }
         t += duration
             + rng
                 .range(profile.interval_ms[0], profile.interval_ms[1])
                 .max(1);
     }
+    faults.extend(triggered(restart_min)?);
     Ok(faults)
+}
+
+/// The profile's faults on the holder, from a generator of their own (a seed's clock-timed
+/// schedule stays what it was without them).
+fn holder_faults(
+    seed: u64,
+    profile: &RandomProfile,
+    start_ms: i64,
+    restart_min: i64,
+    duration_ms: [i64; 2],
+) -> Result<Vec<Fault>, String> {
+    let [lo, hi] = profile.holder_write;
+    if profile.holder_faults > 0 && (lo == 0 || hi < lo) {
+        return Err(format!(
+            "nemesis.random.holder_write must be [low, high] with 1 <= low <= high (got [{lo}, {hi}])"
+        ));
+    }
+    let mut rng = Rng::new(seed ^ 0x686f_6c64_6572);
+    let kinds: Vec<&str> = ["pause", "kill"]
+        .into_iter()
+        .filter(|k| profile.faults.iter().any(|f| f == k))
+        .collect();
+    let mut out = Vec::new();
+    // Inside and between take turns from a seeded first, so two faults ask both questions.
+    let first_inside = rng.unit() < 0.5;
+    let mut taken = Vec::new();
+    for k in 0..profile.holder_faults {
+        let kind = if kinds.is_empty() {
+            "pause"
+        } else {
+            *rng.pick(&kinds)
+        };
+        // Distinct writes while there are enough: two faults on one write would land on the
+        // same box at once, and the shorter's heal would end the longer.
+        let mut nth = rng.range(lo as i64, hi as i64) as u32;
+        for _ in 0..64 {
+            if !taken.contains(&nth) {
+                break;
+            }
+            nth = rng.range(lo as i64, hi as i64) as u32;
+        }
+        taken.push(nth);
+        let inside = if (k % 2 == 0) == first_inside {
+            crate::Inside::Transaction
+        } else {
+            crate::Inside::Between
+        };
+        let mut duration = rng.range(duration_ms[0], duration_ms[1]);
+        let target = "holder".to_string();
+        let fk = if kind == "kill" {
+            duration = duration.max(restart_min);
+            FaultKind::Kill { target }
+        } else {
+            FaultKind::Pause {
+                target,
+                freezer: false,
+            }
+        };
+        let mut f = Fault::at(start_ms, Some(duration), fk).with_note(format!(
+            "generated from seed {seed}: the holder at its write {nth}"
+        ));
+        f.when = Some(crate::Trigger {
+            on: crate::Event::Write,
+            by: crate::Who::Holder,
+            nth,
+            inside: Some(inside),
+            delay_s: 0.0,
+            shard: None,
+        });
+        // A drawn moment the run never reaches is told in the story, not a reason for unknown.
+        f.optional = true;
+        out.push(f);
+    }
+    Ok(out)
+}
+
+/// The profile's link faults on roles, after grants, from a generator of their own.
+fn role_faults(
+    seed: u64,
+    profile: &RandomProfile,
+    start_ms: i64,
+    duration_ms: [i64; 2],
+) -> Result<Vec<Fault>, String> {
+    let [lo, hi] = profile.role_grant;
+    if profile.role_faults > 0 && (lo == 0 || hi < lo) {
+        return Err(format!(
+            "nemesis.random.role_grant must be [low, high] with 1 <= low <= high (got [{lo}, {hi}])"
+        ));
+    }
+    let mut rng = Rng::new(seed ^ 0x726f_6c65);
+    let kinds: Vec<&str> = ["down", "latency"]
+        .into_iter()
+        .filter(|k| profile.faults.iter().any(|f| f == k))
+        .collect();
+    let mut out = Vec::new();
+    for _ in 0..profile.role_faults {
+        let kind = if kinds.is_empty() {
+            "down"
+        } else {
+            *rng.pick(&kinds)
+        };
+        let duration = rng.range(duration_ms[0], duration_ms[1]);
+        let (fk, nth, what) = if kind == "latency" {
+            // Somebody held it before only from the second grant on.
+            let nth = rng.range(lo.max(2) as i64, hi.max(2) as i64) as u32;
+            let latency = rng.range(duration_ms[0] / 2, duration_ms[1] / 2);
+            let fk = FaultKind::Latency {
+                link: "previous-holder->shard*".into(),
+                latency_ms: latency,
+                jitter_ms: latency / 4,
+                stream: Stream::Downstream,
+            };
+            (fk, nth, "slows the previous holder's shard links")
+        } else {
+            let nth = rng.range(lo as i64, hi as i64) as u32;
+            let fk = FaultKind::Down {
+                link: "holder->routing".into(),
+            };
+            (fk, nth, "cuts the new holder's routing link")
+        };
+        let mut f = Fault::at(start_ms, Some(duration), fk)
+            .with_note(format!("generated from seed {seed}: grant {nth} {what}"));
+        f.when = Some(crate::Trigger {
+            on: crate::Event::Grant,
+            by: crate::Who::Any,
+            nth,
+            inside: None,
+            delay_s: 0.0,
+            shard: None,
+        });
+        f.optional = true;
+        out.push(f);
+    }
+    Ok(out)
 }
 
 fn choose(rng: &mut Rng, pool: &[String], spread: TargetSpread) -> Vec<String> {
@@ -228,15 +398,98 @@ mod tests {
             duration_ms: [5_000, 30_000],
             latency_ms: [100, 2_000],
             restart_min_ms: None,
+            holder_faults: 0,
+            holder_write: default_holder_write(),
+            role_faults: 0,
+            role_grant: default_role_grant(),
         }
+    }
+
+    #[test]
+    fn holder_faults_are_triggers_of_their_own_drawing() {
+        let t = Topology::new(4, 3);
+        let plain = generate(7, &profile(), &t, 0, 3_600_000, 0, 0).unwrap();
+        let mut p = profile();
+        p.holder_faults = 3;
+        p.holder_write = [2, 9];
+        let with = generate(7, &p, &t, 0, 3_600_000, 0, 0).unwrap();
+        assert_eq!(
+            &with[..plain.len()],
+            &plain[..],
+            "the timed schedule is unchanged"
+        );
+        let holder = &with[plain.len()..];
+        assert_eq!(holder.len(), 3);
+        let w: Vec<&crate::Trigger> = holder.iter().map(|f| f.when.as_ref().unwrap()).collect();
+        assert!(w[0].nth != w[1].nth && w[1].nth != w[2].nth && w[0].nth != w[2].nth);
+        assert!(
+            w[0].inside != w[1].inside && w[1].inside != w[2].inside,
+            "{w:?}"
+        );
+        for f in holder {
+            let w = f.when.as_ref().expect("a trigger");
+            assert_eq!((w.on, &w.by), (crate::Event::Write, &crate::Who::Holder));
+            assert!((2..=9).contains(&w.nth), "{w:?}");
+            assert!(w.inside.is_some());
+            assert_eq!(f.kind.target(), "holder");
+        }
+        assert_eq!(with, generate(7, &p, &t, 0, 3_600_000, 0, 0).unwrap());
+        p.holder_write = [0, 3];
+        assert!(generate(7, &p, &t, 0, 3_600_000, 0, 0)
+            .unwrap_err()
+            .contains("holder_write"));
+    }
+
+    #[test]
+    fn role_faults_follow_grants_and_last_around_the_lease() {
+        let t = Topology::new(4, 3);
+        let mut p = profile();
+        p.faults = vec!["down".into(), "latency".into()];
+        p.interval_ms = [4_000_000, 4_000_000];
+        p.holder_faults = 2;
+        p.role_faults = 12;
+        let lease = 10_000;
+        let all = generate(5, &p, &t, 0, 3_600_000, 0, lease).unwrap();
+        assert_eq!(all.len(), 14, "the window holds no timed fault: {all:?}");
+        for f in &all {
+            let d = f.duration_ms.unwrap();
+            assert!((lease / 2..=lease * 3).contains(&d), "{d} around {lease}");
+            assert!(f.optional, "a drawn moment may never come");
+        }
+        let mut kinds = std::collections::BTreeSet::new();
+        for f in &all[2..] {
+            let w = f.when.as_ref().unwrap();
+            assert_eq!((w.on, &w.by), (crate::Event::Grant, &crate::Who::Any));
+            match &f.kind {
+                FaultKind::Down { link } => assert_eq!(link, "holder->routing"),
+                FaultKind::Latency { link, .. } => {
+                    assert_eq!(link, "previous-holder->shard*");
+                    assert!(w.nth >= 2, "a previous holder exists from the 2nd grant");
+                }
+                k => panic!("{k:?}"),
+            }
+            assert!((1..=3).contains(&w.nth));
+            kinds.insert(f.kind.verb());
+        }
+        assert_eq!(kinds.len(), 2, "both kinds drawn over 12: {kinds:?}");
+        let sched = crate::expand(&all, &t, 0, 3_600_000, |ms| ms.to_string()).unwrap();
+        assert_eq!(
+            sched.triggered.len(),
+            14,
+            "every one validates as a triggered fault"
+        );
+        p.role_grant = [3, 1];
+        assert!(generate(5, &p, &t, 0, 3_600_000, 0, lease)
+            .unwrap_err()
+            .contains("role_grant"));
     }
 
     #[test]
     fn the_same_seed_gives_the_same_schedule() {
         let t = Topology::new(4, 3);
-        let a = generate(7, &profile(), &t, 0, 3_600_000, 0).unwrap();
-        let b = generate(7, &profile(), &t, 0, 3_600_000, 0).unwrap();
-        let c = generate(8, &profile(), &t, 0, 3_600_000, 0).unwrap();
+        let a = generate(7, &profile(), &t, 0, 3_600_000, 0, 0).unwrap();
+        let b = generate(7, &profile(), &t, 0, 3_600_000, 0, 0).unwrap();
+        let c = generate(8, &profile(), &t, 0, 3_600_000, 0, 0).unwrap();
         assert!(!a.is_empty());
         assert_eq!(a, b);
         assert_ne!(a, c);
@@ -246,7 +499,7 @@ mod tests {
     fn every_generated_fault_heals_inside_the_window() {
         let t = Topology::new(4, 3);
         for seed in 0..50 {
-            for f in generate(seed, &profile(), &t, 1_000, 600_000, 20_000).unwrap() {
+            for f in generate(seed, &profile(), &t, 1_000, 600_000, 20_000, 0).unwrap() {
                 assert!(
                     f.at_ms >= 1_000 && f.at_ms + f.duration_ms.unwrap() <= 600_000,
                     "{f:?}"
@@ -260,7 +513,7 @@ mod tests {
         let t = Topology::new(4, 3);
         let mut stops = 0;
         for seed in 0..50 {
-            for f in generate(seed, &profile(), &t, 0, 3_600_000, 20_000).unwrap() {
+            for f in generate(seed, &profile(), &t, 0, 3_600_000, 20_000, 0).unwrap() {
                 // Only the run's end may cut one short (every fault heals inside the window).
                 if matches!(f.kind, FaultKind::Stop { .. }) && f.at_ms + 20_000 <= 3_600_000 {
                     stops += 1;
@@ -271,7 +524,7 @@ mod tests {
         assert!(stops > 0, "the profile draws stops");
         let mut p = profile();
         p.restart_min_ms = Some(25_000);
-        for f in generate(3, &p, &t, 0, 3_600_000, 20_000).unwrap() {
+        for f in generate(3, &p, &t, 0, 3_600_000, 20_000, 0).unwrap() {
             if matches!(f.kind, FaultKind::Stop { .. }) && f.at_ms + 25_000 <= 3_600_000 {
                 assert!(f.duration_ms.unwrap() >= 25_000, "{f:?}");
             }
@@ -282,7 +535,7 @@ mod tests {
     fn an_unknown_kind_is_refused() {
         let mut p = profile();
         p.faults.push("meteor".into());
-        assert!(generate(1, &p, &Topology::new(4, 3), 0, 10, 0)
+        assert!(generate(1, &p, &Topology::new(4, 3), 0, 10, 0, 0)
             .unwrap_err()
             .contains("meteor"));
     }

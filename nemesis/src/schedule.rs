@@ -22,6 +22,10 @@ pub struct NemesisOp {
 #[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize)]
 pub struct Schedule {
     pub ops: Vec<NemesisOp>,
+    /// Faults that land at a moment of the system (`when`), by their index in the scenario:
+    /// validated here, applied by the harness when their trigger fires.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub triggered: Vec<usize>,
 }
 
 /// Validate `faults` and expand them into a schedule. The window is the
@@ -34,9 +38,26 @@ pub fn expand(
     fmt: fn(i64) -> String,
 ) -> Result<Schedule, NemesisError> {
     let mut ops = Vec::new();
+    let mut triggered = Vec::new();
     for (index, fault) in faults.iter().enumerate() {
         let kind = fault.kind.verb().to_string();
         let links = validate(index, fault, topology)?;
+        if let Some(when) = &fault.when {
+            validate_trigger(index, fault, when, topology)?;
+            // Armed at `at_ms`, which must be in the scenario; where it ends depends on when
+            // it fires (a fault still on at the end is healed before the final reads).
+            if fault.at_ms < start_ms || fault.at_ms > end_ms {
+                return Err(NemesisError::OutsideScenario {
+                    index,
+                    kind,
+                    at: fmt(fault.at_ms),
+                    end: fmt(fault.at_ms),
+                    scenario_end: fmt(end_ms),
+                });
+            }
+            triggered.push(index);
+            continue;
+        }
         let end = fault.at_ms + fault.duration_ms.unwrap_or(0);
         if fault.at_ms < start_ms || end > end_ms {
             return Err(NemesisError::OutsideScenario {
@@ -67,7 +88,57 @@ pub fn expand(
         }
     }
     ops.sort_by_key(|o| o.at_ms);
-    Ok(Schedule { ops })
+    Ok(Schedule { ops, triggered })
+}
+
+/// Roles (`holder`, `previous-holder`) are for triggered faults on a box; a named box must
+/// exist; link events need a link to watch.
+fn validate_trigger(
+    index: usize,
+    fault: &Fault,
+    when: &crate::Trigger,
+    topology: &Topology,
+) -> Result<(), NemesisError> {
+    let invalid = |detail: String| NemesisError::Invalid {
+        index,
+        kind: fault.kind.verb().to_string(),
+        detail,
+    };
+    if when.nth == 0 {
+        return Err(invalid("when.nth counts from 1".into()));
+    }
+    if !(when.delay_s >= 0.0 && when.delay_s.is_finite()) {
+        return Err(invalid(format!(
+            "when.delay_s must not be negative (got {})",
+            when.delay_s
+        )));
+    }
+    if let crate::Who::Box(b) = &when.by {
+        if !topology.boxes.contains(b) {
+            return Err(invalid(format!(
+                "when.by '{b}' is not a box, holder, previous-holder or any (boxes: {})",
+                topology.boxes.join(", ")
+            )));
+        }
+    }
+    if when.inside.is_some() && !when.on.on_link() {
+        return Err(invalid(format!(
+            "when.inside is about a write's transaction: give on = \"write\" (not \"{}\")",
+            when.on.name()
+        )));
+    }
+    if let Some(shard) = &when.shard {
+        if !when.on.on_link() {
+            return Err(invalid(format!(
+                "when.shard names the links to watch: give a link event (txn, write, commit), not {}",
+                when.on.name()
+            )));
+        }
+        if !topology.nodes.iter().any(|n| n == shard && n != "routing") {
+            return Err(invalid(format!("when.shard '{shard}' is not a shard")));
+        }
+    }
+    Ok(())
 }
 
 fn validate(index: usize, fault: &Fault, topology: &Topology) -> Result<Vec<String>, NemesisError> {
@@ -93,11 +164,23 @@ fn validate(index: usize, fault: &Fault, topology: &Topology) -> Result<Vec<Stri
         name: name.to_string(),
         known: known.join(", "),
     };
+    // A role is resolved when the trigger fires (only a triggered fault has a moment).
+    let role = fault.kind.role();
+    if let (Some(role), None) = (role, &fault.when) {
+        return Err(NemesisError::Invalid {
+            index,
+            kind: kind.clone(),
+            detail: format!(
+                "target '{}' names a role ({role}), resolved when a trigger fires: give `when`",
+                fault.kind.target()
+            ),
+        });
+    }
     match &fault.kind {
         FaultKind::Pause { target, .. }
         | FaultKind::Kill { target }
         | FaultKind::Clock { target, .. } => {
-            if !topology.boxes.contains(target) {
+            if role.is_none() && !topology.boxes.contains(target) {
                 return Err(unknown("box", target, &topology.boxes));
             }
             Ok(vec![])
@@ -140,16 +223,21 @@ fn validate(index: usize, fault: &Fault, topology: &Topology) -> Result<Vec<Stri
                 _ => {}
             }
             let pattern = k.target();
-            let parsed = LinkPattern::parse(pattern).ok_or_else(|| NemesisError::Invalid {
+            let mut parsed = LinkPattern::parse(pattern).ok_or_else(|| NemesisError::Invalid {
                 index,
                 kind: kind.clone(),
-                detail: format!("link '{pattern}' is not of the form client->node (e.g. box-2->shard1, box-*->routing)"),
+                detail: format!("link '{pattern}' is not of the form client->node (e.g. box-2->shard1, box-*->routing, holder->routing)"),
             })?;
+            if role.is_some() {
+                // `holder->shard*`: the node part must name something a box links to.
+                parsed.client = "box-*".into();
+            }
             let links = parsed.resolve(topology);
             if links.is_empty() {
                 return Err(unknown("link", pattern, &topology.links()));
             }
-            Ok(links)
+            // A role's links are known when its trigger fires.
+            Ok(if role.is_some() { vec![] } else { links })
         }
     }
 }
@@ -163,12 +251,7 @@ mod tests {
     }
 
     fn fault(at_ms: i64, duration_ms: Option<i64>, kind: FaultKind) -> Fault {
-        Fault {
-            at_ms,
-            duration_ms,
-            kind,
-            note: None,
-        }
+        Fault::at(at_ms, duration_ms, kind)
     }
 
     #[test]
@@ -284,5 +367,98 @@ mod tests {
         )
         .unwrap_err();
         assert!(nolink.to_string().contains("unknown link"), "{nolink}");
+    }
+
+    #[test]
+    fn triggered_faults_are_checked_and_left_to_the_harness() {
+        let t = Topology::new(4, 3);
+        let pause_holder = |when: &str| {
+            let mut f = fault(
+                0,
+                Some(20),
+                FaultKind::Pause {
+                    target: "holder".into(),
+                    freezer: false,
+                },
+            );
+            f.when = serde_json::from_str(when).unwrap();
+            f
+        };
+        let s = expand(
+            &[pause_holder(
+                r#"{"on":"write","by":"holder","nth":7,"inside":"between"}"#,
+            )],
+            &t,
+            0,
+            1000,
+            fmt,
+        )
+        .unwrap();
+        assert!(s.ops.is_empty());
+        assert_eq!(s.triggered, vec![0]);
+        for (when, needle) in [
+            (r#"null"#, "names a role (holder)"),
+            (r#"{"on":"grant","nth":0}"#, "counts from 1"),
+            (r#"{"on":"renew","by":"box-9"}"#, "'box-9' is not a box"),
+            (
+                r#"{"on":"renew","inside":"between"}"#,
+                "give on = \"write\"",
+            ),
+            (r#"{"on":"write","shard":"routing"}"#, "not a shard"),
+            (r#"{"on":"grant","delay_s":-1}"#, "must not be negative"),
+        ] {
+            let e = expand(&[pause_holder(when)], &t, 0, 1000, fmt).unwrap_err();
+            assert!(e.to_string().contains(needle), "{when}: {e}");
+        }
+    }
+
+    #[test]
+    fn a_link_from_a_role_is_resolved_when_it_fires() {
+        let t = Topology::new(4, 3);
+        let cut = |link: &str, when: &str| {
+            let mut f = fault(0, Some(20), FaultKind::Down { link: link.into() });
+            f.when = serde_json::from_str(when).unwrap();
+            f
+        };
+        let grant = r#"{"on":"grant","nth":2}"#;
+        for link in [
+            "holder->routing",
+            "previous-holder->shard*",
+            "holder -> shard2",
+        ] {
+            let s = expand(&[cut(link, grant)], &t, 0, 1000, fmt).unwrap();
+            assert_eq!((s.ops.len(), &s.triggered[..]), (0, &[0][..]), "{link}");
+        }
+        for (link, when, needle) in [
+            ("holder->routing", "null", "names a role (holder)"),
+            ("previous-holder->shard9", grant, "unknown link"),
+            ("leader->routing", grant, "unknown link"),
+        ] {
+            let e = expand(&[cut(link, when)], &t, 0, 1000, fmt).unwrap_err();
+            assert!(e.to_string().contains(needle), "{link}: {e}");
+        }
+        let k = FaultKind::Latency {
+            link: "previous-holder->shard*".into(),
+            latency_ms: 5,
+            jitter_ms: 0,
+            stream: crate::Stream::Both,
+        };
+        assert_eq!(k.role(), Some("previous-holder"));
+        assert_eq!(k.for_box("box-3").target(), "box-3->shard*");
+        let p = FaultKind::Pause {
+            target: "holder".into(),
+            freezer: false,
+        };
+        assert_eq!(
+            (p.role(), p.for_box("box-2").target()),
+            (Some("holder"), "box-2")
+        );
+        assert_eq!(
+            FaultKind::Down {
+                link: "box-1->routing".into()
+            }
+            .role(),
+            None
+        );
     }
 }

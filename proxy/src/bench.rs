@@ -2,7 +2,7 @@
 
 use crate::client::ToxiproxyClient;
 use crate::error::ProxyError;
-use crate::model::Stream;
+use crate::model::{Stream, ToxicKind, ToxicSpec};
 use hdrhistogram::Histogram;
 use std::fmt;
 use std::net::SocketAddr;
@@ -76,9 +76,12 @@ pub struct BenchReport {
     pub direct: RunSummary,
     pub proxied: RunSummary,
     pub latency: RunSummary,
-    /// Bare timer: tasks sleeping `latency_ms` with the proxy's timer, no I/O. The machine's
-    /// wake-up noise floor for the latency run.
+    /// Bare timer: tasks sleeping `latency_ms` with the shared timer thread, no I/O. The
+    /// machine's wake-up noise floor for the latency run.
     pub timer_floor: RunSummary,
+    /// The same sleeps on a timerfd each, as a delayed link waits now (taken in turns with
+    /// the timer thread's).
+    pub timerfd_floor: RunSummary,
 }
 
 impl BenchReport {
@@ -111,6 +114,7 @@ impl fmt::Display for BenchReport {
             ("proxy, no toxic", &self.proxied),
             (latency_label.as_str(), &self.latency),
             ("timer floor (sleep only)", &self.timer_floor),
+            ("timerfd floor (sleep only)", &self.timerfd_floor),
         ] {
             writeln!(
                 f,
@@ -188,20 +192,27 @@ async fn run_exchanges(
     Ok(h)
 }
 
-/// Concurrent tasks sleeping `latency_ms` on the proxy's timer, measured like an exchange.
+/// Concurrent tasks sleeping `latency_ms` on the shared timer thread or (`timerfd`) each on
+/// a timerfd of its own, measured like an exchange.
 async fn timer_floor(
     latency_ms: u32,
     tasks: usize,
     per_task: usize,
+    timerfd: bool,
 ) -> Result<Histogram<u64>, ProxyError> {
     let mut set = JoinSet::new();
     for _ in 0..tasks {
         set.spawn(async move {
             let mut h = histogram()?;
+            let mut fd = crate::server::Deadline::new().map_err(ProxyError::BenchIo)?;
             for _ in 0..per_task {
                 let t0 = Instant::now();
-                crate::server::precise_sleep_until(t0 + Duration::from_millis(latency_ms.into()))
-                    .await;
+                let at = t0 + Duration::from_millis(latency_ms.into());
+                if timerfd {
+                    fd.sleep_until(at).await.map_err(ProxyError::BenchIo)?;
+                } else {
+                    crate::server::precise_sleep_until(at).await;
+                }
                 h.record(t0.elapsed().as_micros().max(1) as u64)
                     .map_err(|e| ProxyError::Histogram(e.to_string()))?;
             }
@@ -247,8 +258,12 @@ pub async fn bench(opts: BenchOptions) -> Result<BenchReport, ProxyError> {
         )
         .await?;
 
+        let toxic = ToxicKind::Latency {
+            latency_ms: opts.latency_ms,
+            jitter_ms: 0,
+        };
         client
-            .latency("bench", Stream::Downstream, opts.latency_ms, 0)
+            .add_toxic("bench", ToxicSpec::new(Stream::Downstream, toxic))
             .await?;
         let mut runs = JoinSet::new();
         for _ in 0..opts.latency_connections.max(1) {
@@ -266,14 +281,27 @@ pub async fn bench(opts: BenchOptions) -> Result<BenchReport, ProxyError> {
                 .add(&h)
                 .map_err(|e| ProxyError::Histogram(e.to_string()))?;
         }
-        let timer_floor = timer_floor(
-            opts.latency_ms,
-            opts.latency_connections.max(1),
-            opts.latency_exchanges_per_connection.max(1),
-        )
-        .await?;
+        // In turns, so a slow spell of the machine lands on both.
+        let (mut thread_floor, mut fd_floor) = (histogram()?, histogram()?);
+        for turn in 0..4 {
+            let h = timer_floor(
+                opts.latency_ms,
+                opts.latency_connections.max(1),
+                opts.latency_exchanges_per_connection.max(1).div_ceil(2),
+                turn % 2 == 1,
+            )
+            .await?;
+            let into = if turn % 2 == 1 {
+                &mut fd_floor
+            } else {
+                &mut thread_floor
+            };
+            into.add(&h)
+                .map_err(|e| ProxyError::Histogram(e.to_string()))?;
+        }
         Ok::<_, ProxyError>(BenchReport {
-            timer_floor: RunSummary::of(&timer_floor),
+            timer_floor: RunSummary::of(&thread_floor),
+            timerfd_floor: RunSummary::of(&fd_floor),
             payload_bytes,
             latency_ms: opts.latency_ms,
             direct: RunSummary::of(&direct),

@@ -10,8 +10,11 @@ pub mod server;
 pub use bench::{bench, BenchOptions, BenchReport};
 pub use client::ToxiproxyClient;
 pub use error::{ClientError, ProxyError};
-pub use model::{ProxyInfo, ProxySpec, Stream, ToxicInfo};
-pub use server::{serve_forever, start, start_on_own_threads, ProxyServer, ProxyThread};
+pub use model::{ProxyInfo, ProxySpec, Stream, ToxicInfo, ToxicKind, ToxicSpec};
+pub use server::{
+    serve_forever, start, start_on_own_threads, start_on_threads, ProxyServer, ProxyThread, Tap,
+    TapData, TapEvent, TapVerdict, Taps,
+};
 
 /// The version `/version` reports, e.g. for `chaos --version` output.
 pub fn version() -> &'static str {

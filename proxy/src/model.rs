@@ -1,4 +1,4 @@
-//! The JSON shapes of the Toxiproxy 2.x API, shared by the server and the client wrapper.
+//! The Toxiproxy 2.x API's values in the library API: streams, proxies and toxics to create, and what the API reports.
 
 use serde::{Deserialize, Serialize};
 use std::collections::BTreeMap;
@@ -93,5 +93,104 @@ impl ToxicInfo {
     /// An integer attribute, if present and integral.
     pub fn attr_i64(&self, key: &str) -> Option<i64> {
         self.attributes.get(key).and_then(|v| v.as_i64())
+    }
+}
+
+/// A toxic to add (see [`crate::ToxiproxyClient::add_toxic`]): its type with its attributes,
+/// the stream it acts on, and its toxicity.
+#[derive(Debug, Clone, Copy, PartialEq)]
+pub struct ToxicSpec {
+    pub kind: ToxicKind,
+    pub stream: Stream,
+    /// Chance in [0, 1] that a connection gets the toxic (a noop otherwise), rolled per
+    /// connection as Toxiproxy does.
+    pub toxicity: f32,
+}
+
+impl ToxicSpec {
+    /// `kind` on `stream`, on every connection (toxicity 1).
+    pub fn new(stream: Stream, kind: ToxicKind) -> Self {
+        ToxicSpec {
+            kind,
+            stream,
+            toxicity: 1.0,
+        }
+    }
+
+    /// The same toxic on a share of the connections only.
+    pub fn with_toxicity(self, toxicity: f32) -> Self {
+        ToxicSpec { toxicity, ..self }
+    }
+
+    /// The name the toxic gets: `<type>_<stream>`, as toxiproxy_rust and Toxiproxy name it.
+    pub fn name(&self) -> String {
+        format!("{}_{}", self.kind.type_name(), self.stream)
+    }
+}
+
+/// A toxic type with its attributes, one variant per type Toxiproxy registers.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum ToxicKind {
+    /// Data passes unchanged.
+    Noop,
+    /// Every chunk delayed `latency_ms` ± `jitter_ms`.
+    Latency { latency_ms: u32, jitter_ms: u32 },
+    /// Data let through at `rate_kb` KB/s.
+    Bandwidth { rate_kb: u32 },
+    /// A close passed on after `delay_ms`.
+    SlowClose { delay_ms: u32 },
+    /// Data dropped; the connection closed after `timeout_ms` (0 = never).
+    Timeout { timeout_ms: u32 },
+    /// TCP RST `timeout_ms` after the next data.
+    ResetPeer { timeout_ms: u32 },
+    /// The connection closed once `bytes` have passed.
+    LimitData { bytes: u32 },
+    /// Data cut into slices of about `average_size_bytes`, `delay_us` apart.
+    Slicer {
+        average_size_bytes: u32,
+        size_variation_bytes: u32,
+        delay_us: u32,
+    },
+}
+
+impl ToxicKind {
+    /// The `type` on the wire.
+    pub fn type_name(&self) -> &'static str {
+        match self {
+            ToxicKind::Noop => "noop",
+            ToxicKind::Latency { .. } => "latency",
+            ToxicKind::Bandwidth { .. } => "bandwidth",
+            ToxicKind::SlowClose { .. } => "slow_close",
+            ToxicKind::Timeout { .. } => "timeout",
+            ToxicKind::ResetPeer { .. } => "reset_peer",
+            ToxicKind::LimitData { .. } => "limit_data",
+            ToxicKind::Slicer { .. } => "slicer",
+        }
+    }
+
+    /// The attributes as `(wire name, value)`.
+    pub fn attributes(&self) -> Vec<(&'static str, u32)> {
+        match *self {
+            ToxicKind::Noop => Vec::new(),
+            ToxicKind::Latency {
+                latency_ms,
+                jitter_ms,
+            } => vec![("latency", latency_ms), ("jitter", jitter_ms)],
+            ToxicKind::Bandwidth { rate_kb } => vec![("rate", rate_kb)],
+            ToxicKind::SlowClose { delay_ms } => vec![("delay", delay_ms)],
+            ToxicKind::Timeout { timeout_ms } | ToxicKind::ResetPeer { timeout_ms } => {
+                vec![("timeout", timeout_ms)]
+            }
+            ToxicKind::LimitData { bytes } => vec![("bytes", bytes)],
+            ToxicKind::Slicer {
+                average_size_bytes,
+                size_variation_bytes,
+                delay_us,
+            } => vec![
+                ("average_size", average_size_bytes),
+                ("size_variation", size_variation_bytes),
+                ("delay", delay_us),
+            ],
+        }
     }
 }

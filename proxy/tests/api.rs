@@ -330,3 +330,100 @@ async fn routing_404_405_and_version() {
     assert_eq!(r.json()["version"], chaos_proxy::version());
     server.shutdown().await;
 }
+
+/// Toxiproxy registers `noop` (data passes unchanged): it is created, named, listed, updated
+/// and deleted like any toxic, with no attributes.
+#[tokio::test]
+async fn noop_toxic_answers_like_any_toxic() {
+    let echo = echo().await;
+    let server = chaos_proxy::start(localhost0()).await.unwrap();
+    let api = server.api_addr();
+    let body = json!({"name": "pg", "listen": "127.0.0.1:0", "upstream": echo.addr.to_string()});
+    let p = http(api, "POST", "/proxies", Some(&body.to_string()))
+        .await
+        .json();
+
+    let r = http(
+        api,
+        "POST",
+        "/proxies/pg/toxics",
+        Some(r#"{"type":"noop"}"#),
+    )
+    .await;
+    assert_eq!(r.status, 200, "{}", r.body);
+    assert_eq!(
+        r.json(),
+        json!({"attributes": {}, "name": "noop_downstream", "type": "noop",
+               "stream": "downstream", "toxicity": 1})
+    );
+    let r = http(
+        api,
+        "POST",
+        "/proxies/pg/toxics",
+        Some(r#"{"type":"noop"}"#),
+    )
+    .await;
+    assert_eq!(r.status, 409);
+
+    // Unknown attributes are ignored, as Go's decoder ignores unknown fields.
+    let r = http(
+        api,
+        "POST",
+        "/proxies/pg/toxics",
+        Some(r#"{"name":"quiet","type":"noop","stream":"Upstream","toxicity":0.5,"attributes":{"latency":5}}"#),
+    )
+    .await;
+    assert_eq!(r.status, 200, "{}", r.body);
+    assert_eq!(
+        r.json(),
+        json!({"attributes": {}, "name": "quiet", "type": "noop",
+               "stream": "Upstream", "toxicity": 0.5})
+    );
+    let r = http(
+        api,
+        "POST",
+        "/proxies/pg/toxics",
+        Some(r#"{"name":"odd","type":"noop","attributes":5}"#),
+    )
+    .await;
+    assert_eq!(
+        (r.status, r.json()["error"].clone()),
+        (
+            400,
+            json!("bad request body: json: cannot unmarshal number into Go struct field ToxicWrapper.attributes of type toxics.NoopToxic")
+        )
+    );
+
+    // Listed with the proxy, upstream chain first.
+    let r = http(api, "GET", "/proxies/pg/toxics", None).await;
+    let names: Vec<_> = r
+        .json()
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|t| t["name"].clone())
+        .collect();
+    assert_eq!(names, vec![json!("quiet"), json!("noop_downstream")]);
+    let r = http(api, "GET", "/proxies/pg", None).await;
+    assert_eq!(r.json()["toxics"].as_array().unwrap().len(), 2);
+
+    // Data passes both ways unchanged, on a connection opened with the toxics in place.
+    let mut s = connect(p["listen"].as_str().unwrap()).await;
+    round_trip(&mut s, b"through two noops").await;
+
+    let r = http(
+        api,
+        "PATCH",
+        "/proxies/pg/toxics/quiet",
+        Some(r#"{"toxicity":1}"#),
+    )
+    .await;
+    assert_eq!((r.status, r.json()["toxicity"].clone()), (200, json!(1)));
+    round_trip(&mut s, b"after the update").await;
+    let r = http(api, "DELETE", "/proxies/pg/toxics/quiet", None).await;
+    assert_eq!(r.status, 204);
+    let r = http(api, "GET", "/proxies/pg/toxics/quiet", None).await;
+    assert_eq!(r.status, 404);
+    round_trip(&mut s, b"after the delete").await;
+    server.shutdown().await;
+}

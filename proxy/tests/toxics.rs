@@ -2,7 +2,7 @@
 
 mod common;
 
-use chaos_proxy::{ClientError, ProxySpec, Stream, ToxiproxyClient};
+use chaos_proxy::{ClientError, ProxySpec, Stream, ToxicKind, ToxicSpec, ToxiproxyClient};
 use common::*;
 use std::time::{Duration, Instant};
 use tokio::io::AsyncWriteExt;
@@ -39,7 +39,16 @@ async fn latency_applies_to_open_connection_and_heal_restores() {
 
     let t = f
         .client
-        .latency("pg", Stream::Downstream, 200, 0)
+        .add_toxic(
+            "pg",
+            ToxicSpec::new(
+                Stream::Downstream,
+                ToxicKind::Latency {
+                    latency_ms: 200,
+                    jitter_ms: 0,
+                },
+            ),
+        )
         .await
         .unwrap();
     assert_eq!(
@@ -58,7 +67,16 @@ async fn latency_applies_to_open_connection_and_heal_restores() {
 
     // Both directions add up.
     f.client
-        .latency("pg", Stream::Upstream, 100, 0)
+        .add_toxic(
+            "pg",
+            ToxicSpec::new(
+                Stream::Upstream,
+                ToxicKind::Latency {
+                    latency_ms: 100,
+                    jitter_ms: 0,
+                },
+            ),
+        )
         .await
         .unwrap();
     let both = round_trip(&mut s, b"ping").await;
@@ -75,12 +93,30 @@ async fn latency_applies_to_open_connection_and_heal_restores() {
 async fn second_latency_replaces_instead_of_silent_409() {
     let f = fixture().await;
     f.client
-        .latency("pg", Stream::Downstream, 300, 0)
+        .add_toxic(
+            "pg",
+            ToxicSpec::new(
+                Stream::Downstream,
+                ToxicKind::Latency {
+                    latency_ms: 300,
+                    jitter_ms: 0,
+                },
+            ),
+        )
         .await
         .unwrap();
     let t = f
         .client
-        .latency("pg", Stream::Downstream, 20, 3)
+        .add_toxic(
+            "pg",
+            ToxicSpec::new(
+                Stream::Downstream,
+                ToxicKind::Latency {
+                    latency_ms: 20,
+                    jitter_ms: 3,
+                },
+            ),
+        )
         .await
         .unwrap();
     assert_eq!(
@@ -126,7 +162,13 @@ async fn timeout_zero_black_holes_and_removal_closes() {
     let f = fixture().await;
     let mut s = connect(&f.listen).await;
     round_trip(&mut s, b"a").await;
-    f.client.timeout("pg", Stream::Upstream, 0).await.unwrap();
+    f.client
+        .add_toxic(
+            "pg",
+            ToxicSpec::new(Stream::Upstream, ToxicKind::Timeout { timeout_ms: 0 }),
+        )
+        .await
+        .unwrap();
     s.write_all(b"into the void").await.unwrap();
     assert_eq!(
         read_outcome(&mut s, Duration::from_millis(400)).await,
@@ -152,7 +194,10 @@ async fn timeout_positive_closes_after_delay() {
     round_trip(&mut s, b"a").await;
     let t0 = Instant::now();
     f.client
-        .timeout("pg", Stream::Downstream, 300)
+        .add_toxic(
+            "pg",
+            ToxicSpec::new(Stream::Downstream, ToxicKind::Timeout { timeout_ms: 300 }),
+        )
         .await
         .unwrap();
     s.write_all(b"swallowed").await.unwrap();
@@ -175,7 +220,10 @@ async fn reset_peer_sends_rst() {
     let mut s = connect(&f.listen).await;
     round_trip(&mut s, b"a").await;
     f.client
-        .reset_peer("pg", Stream::Upstream, 0)
+        .add_toxic(
+            "pg",
+            ToxicSpec::new(Stream::Upstream, ToxicKind::ResetPeer { timeout_ms: 0 }),
+        )
         .await
         .unwrap();
     s.write_all(b"trigger").await.unwrap();
@@ -189,7 +237,10 @@ async fn bandwidth_and_limit_data() {
     let f = fixture().await;
     let mut s = connect(&f.listen).await;
     f.client
-        .bandwidth("pg", Stream::Downstream, 10)
+        .add_toxic(
+            "pg",
+            ToxicSpec::new(Stream::Downstream, ToxicKind::Bandwidth { rate_kb: 10 }),
+        )
         .await
         .unwrap();
     // 3000 bytes at 10 KB/s = 300 ms.
@@ -201,7 +252,10 @@ async fn bandwidth_and_limit_data() {
     f.client.heal("pg").await.unwrap();
 
     f.client
-        .limit_data("pg", Stream::Downstream, 10)
+        .add_toxic(
+            "pg",
+            ToxicSpec::new(Stream::Downstream, ToxicKind::LimitData { bytes: 10 }),
+        )
         .await
         .unwrap();
     let mut s = connect(&f.listen).await;
@@ -234,7 +288,19 @@ async fn wrapper_populate_reset_errors_and_version() {
         .await
         .unwrap();
     assert_eq!((got[0].enabled, got[1].enabled), (true, false));
-    client.latency("a", Stream::Upstream, 5, 0).await.unwrap();
+    client
+        .add_toxic(
+            "a",
+            ToxicSpec::new(
+                Stream::Upstream,
+                ToxicKind::Latency {
+                    latency_ms: 5,
+                    jitter_ms: 0,
+                },
+            ),
+        )
+        .await
+        .unwrap();
     client.reset().await.unwrap();
     let all = client.list().await.unwrap();
     assert!(
@@ -250,7 +316,19 @@ async fn wrapper_populate_reset_errors_and_version() {
         Err(ClientError::Api { status: 404, .. }) => {}
         other => panic!("unknown proxy: {other:?}"),
     }
-    match client.latency("ghost", Stream::Downstream, 1, 0).await {
+    match client
+        .add_toxic(
+            "ghost",
+            ToxicSpec::new(
+                Stream::Downstream,
+                ToxicKind::Latency {
+                    latency_ms: 1,
+                    jitter_ms: 0,
+                },
+            ),
+        )
+        .await
+    {
         Err(ClientError::Api { status: 404, .. }) => {}
         other => panic!("unknown proxy: {other:?}"),
     }
@@ -315,7 +393,10 @@ async fn toxicity_zero_is_a_noop_and_slow_close_delays_close() {
     // Upstream EOF is held by slow_close before the server side sees it; the echo server then
     // closes, so the client sees EOF no earlier than the delay.
     f.client
-        .slow_close("pg", Stream::Upstream, 300)
+        .add_toxic(
+            "pg",
+            ToxicSpec::new(Stream::Upstream, ToxicKind::SlowClose { delay_ms: 300 }),
+        )
         .await
         .unwrap();
     let mut s = connect(&f.listen).await;
@@ -341,7 +422,16 @@ async fn held_changes_land_at_their_instant() {
     let mut s = connect(&f.listen).await;
     round_trip(&mut s, b"ping").await;
     f.client
-        .latency("pg", Stream::Downstream, 30, 0)
+        .add_toxic(
+            "pg",
+            ToxicSpec::new(
+                Stream::Downstream,
+                ToxicKind::Latency {
+                    latency_ms: 30,
+                    jitter_ms: 0,
+                },
+            ),
+        )
         .await
         .unwrap();
     let at = Instant::now() + Duration::from_millis(150);
@@ -391,5 +481,53 @@ async fn held_changes_land_at_their_instant() {
         matches!(err, ClientError::Api { status: 404, .. }),
         "unknown proxy: {err:?}"
     );
+    f.server.shutdown().await;
+}
+
+/// `noop` through the client (raw HTTP: toxiproxy_rust has no creator for it) with a
+/// toxicity below 1, then removed by name: data passes unchanged throughout.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn noop_with_toxicity_passes_data_and_remove_toxic_removes_it() {
+    let f = fixture().await;
+    let mut s = connect(&f.listen).await;
+    let t = f
+        .client
+        .add_toxic(
+            "pg",
+            ToxicSpec::new(Stream::Upstream, ToxicKind::Noop).with_toxicity(0.5),
+        )
+        .await
+        .unwrap();
+    assert_eq!(
+        (t.name.as_str(), t.kind.as_str(), t.toxicity),
+        ("noop_upstream", "noop", 0.5)
+    );
+    assert!(t.attributes.is_empty(), "{t:?}");
+    round_trip(&mut s, b"unchanged").await;
+    f.client.remove_toxic("pg", "noop_upstream").await.unwrap();
+    assert!(f.client.get("pg").await.unwrap().toxics.is_empty());
+    round_trip(&mut s, b"still unchanged").await;
+    f.server.shutdown().await;
+}
+
+/// A slicer cuts data into small slices with a pause between them; every byte still arrives,
+/// in order.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn slicer_delivers_every_byte_in_order() {
+    let f = fixture().await;
+    let mut s = connect(&f.listen).await;
+    let slicer = ToxicKind::Slicer {
+        average_size_bytes: 64,
+        size_variation_bytes: 16,
+        delay_us: 200,
+    };
+    let t = f
+        .client
+        .add_toxic("pg", ToxicSpec::new(Stream::Downstream, slicer))
+        .await
+        .unwrap();
+    assert_eq!(t.attr_i64("average_size"), Some(64));
+    let payload: Vec<u8> = (0..2000u32).map(|i| (i % 251) as u8).collect();
+    round_trip(&mut s, &payload).await;
     f.server.shutdown().await;
 }

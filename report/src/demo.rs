@@ -8,7 +8,7 @@
 //! tidies up on shard3. One turbine lost. (The seed calls the turbine
 //! AP-0163; the brief for this crate names it AP-0161, which is used here.)
 
-use crate::ReportInput;
+use crate::{HistoryDigest, ReportInput};
 use chaos_checkers::{Anomaly, AnomalyClass, Severity, Validity, Verdict};
 use chaos_history::{
     Audit, ClaimChange, Op, OpType, PlanEntry, RunMeta, ScenarioClock, ShardWrite, WriteOp,
@@ -21,6 +21,8 @@ use std::collections::BTreeMap;
 pub struct DemoRun {
     pub meta: RunMeta,
     pub history: Vec<Op>,
+    /// The history's digest, as the report draws it.
+    pub digest: HistoryDigest,
     pub audit: Audit,
     pub verdict: Verdict,
     pub extra: Value,
@@ -30,17 +32,13 @@ impl DemoRun {
     pub fn input(&self) -> ReportInput<'_> {
         ReportInput {
             meta: &self.meta,
-            history: &self.history,
+            history: &self.digest,
+            events: &self.history,
             audit: Some(&self.audit),
             verdict: &self.verdict,
             extra: Some(&self.extra),
         }
     }
-}
-
-/// The April miniature's report.
-pub fn render_demo() -> String {
-    crate::render(&demo_input().input())
 }
 
 /// Scenario ms since midnight.
@@ -611,8 +609,10 @@ pub fn demo_input() -> DemoRun {
         "fault_landing_lag_real_us": {"p50": 310, "p99": 1240, "max": 1530},
         "wall_time_s": {"setup": 4.2, "seed": 11.8, "run": 34.3, "collect": 1.1, "check": 0.2}
     });
+    let digest = HistoryDigest::of(&meta, &b.ops);
     DemoRun {
         meta,
+        digest,
         history: b.ops,
         audit: b.audit,
         verdict,

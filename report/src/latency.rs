@@ -81,7 +81,9 @@ pub fn process_class(process: &str) -> &str {
     trimmed.strip_suffix(['-', '_']).unwrap_or(trimmed)
 }
 
-struct Acc {
+/// One latency row being gathered: completed pairs in an hdrhistogram, the rest counted.
+#[derive(Debug, Clone)]
+pub(crate) struct LatencyAcc {
     /// Scenario microseconds: sub-millisecond scenario latencies are common at
     /// scale (1 real ms is 100 scenario ms at the default scale, but a local
     /// statement takes well under a real ms).
@@ -90,17 +92,73 @@ struct Acc {
     ok: u64,
     fail: u64,
     info: u64,
-    open: u64,
+    pub open: u64,
+}
+
+impl Default for LatencyAcc {
+    fn default() -> Self {
+        LatencyAcc {
+            hist: Histogram::new(3).expect("3 significant figures is a valid histogram"),
+            max_us: 0,
+            ok: 0,
+            fail: 0,
+            info: 0,
+            open: 0,
+        }
+    }
+}
+
+impl LatencyAcc {
+    /// A completed pair: `real_ns` from its invoke to its completion of `kind`.
+    pub fn record(&mut self, real_ns: i64, kind: OpType, clock: &ScenarioClock) {
+        let ns_per_s = clock.real_ns_per_scenario_s.max(1) as i128;
+        let scenario_us =
+            (real_ns.max(0) as i128 * 1_000_000 / ns_per_s).min(u64::MAX as i128) as u64;
+        // `new(3)` auto-resizes, so `record` only fails past u64 range; clamp then.
+        if self.hist.record(scenario_us).is_err() {
+            self.hist.saturating_record(scenario_us);
+        }
+        self.max_us = self.max_us.max(scenario_us);
+        match kind {
+            OpType::Ok => self.ok += 1,
+            OpType::Fail => self.fail += 1,
+            _ => self.info += 1,
+        }
+    }
+
+    pub fn row(&self, class: &str, f: &str) -> LatencyRow {
+        let q = |quantile: f64| {
+            if self.hist.is_empty() {
+                0.0
+            } else {
+                // hdrhistogram reports the top of the bucket; never above the true max.
+                self.hist.value_at_quantile(quantile).min(self.max_us) as f64 / 1000.0
+            }
+        };
+        LatencyRow {
+            count: self.hist.len(),
+            ok: self.ok,
+            fail: self.fail,
+            info: self.info,
+            open: self.open,
+            p50_ms: q(0.5),
+            p90_ms: q(0.9),
+            p99_ms: q(0.99),
+            p999_ms: q(0.999),
+            max_ms: self.max_us as f64 / 1000.0,
+            f: f.to_string(),
+            class: class.to_string(),
+        }
+    }
 }
 
 /// Latency percentiles per operation `f` and process class, from
 /// invoke->completion pairs matched per process in order; sorted by class
-/// then `f`.
+/// then `f`. (The report takes the same table from its [`crate::HistoryDigest`],
+/// gathered while the history streams.)
 pub fn latency_table(history: &[Op], clock: &ScenarioClock) -> Vec<LatencyRow> {
-    let mut accs: BTreeMap<(String, String), Acc> = BTreeMap::new();
-    // Keyed by borrowed names first: a 1 M-event history must not allocate per event.
-    let mut by_ref: HashMap<(&str, &str), Acc> = HashMap::new();
-    let ns_per_s = clock.real_ns_per_scenario_s.max(1) as i128;
+    // Keyed by borrowed names: a 1 M-event history must not allocate per event.
+    let mut by_ref: HashMap<(&str, &str), LatencyAcc> = HashMap::new();
     for_each_pair(history, |pair| {
         let head = &history[pair
             .invoke
@@ -109,59 +167,20 @@ pub fn latency_table(history: &[Op], clock: &ScenarioClock) -> Vec<LatencyRow> {
         let Some(inv) = pair.invoke else { return };
         let acc = by_ref
             .entry((process_class(&head.process), head.f.as_str()))
-            .or_insert_with(|| Acc {
-                hist: Histogram::new(3).expect("3 significant figures is a valid histogram"),
-                max_us: 0,
-                ok: 0,
-                fail: 0,
-                info: 0,
-                open: 0,
-            });
+            .or_default();
         let Some(done) = pair.completion else {
             acc.open += 1;
             return;
         };
-        let real_ns = (history[done].time_ns - history[inv].time_ns).max(0) as i128;
-        let scenario_us = (real_ns * 1_000_000 / ns_per_s) as u64;
-        // `new(3)` auto-resizes, so `record` only fails past u64 range; clamp then.
-        if acc.hist.record(scenario_us).is_err() {
-            acc.hist.saturating_record(scenario_us);
-        }
-        acc.max_us = acc.max_us.max(scenario_us);
-        match history[done].kind {
-            OpType::Ok => acc.ok += 1,
-            OpType::Fail => acc.fail += 1,
-            _ => acc.info += 1,
-        }
+        acc.record(
+            history[done].time_ns.saturating_sub(history[inv].time_ns),
+            history[done].kind,
+            clock,
+        );
     });
-    for ((class, f), acc) in by_ref {
-        accs.insert((class.to_string(), f.to_string()), acc);
-    }
+    let accs: BTreeMap<(&str, &str), LatencyAcc> = by_ref.into_iter().collect();
     accs.into_iter()
-        .map(|((class, f), acc)| {
-            let q = |quantile: f64| {
-                if acc.hist.is_empty() {
-                    0.0
-                } else {
-                    // hdrhistogram reports the top of the bucket; never above the true max.
-                    acc.hist.value_at_quantile(quantile).min(acc.max_us) as f64 / 1000.0
-                }
-            };
-            LatencyRow {
-                count: acc.hist.len(),
-                ok: acc.ok,
-                fail: acc.fail,
-                info: acc.info,
-                open: acc.open,
-                p50_ms: q(0.5),
-                p90_ms: q(0.9),
-                p99_ms: q(0.99),
-                p999_ms: q(0.999),
-                max_ms: acc.max_us as f64 / 1000.0,
-                f,
-                class,
-            }
-        })
+        .map(|((class, f), acc)| acc.row(class, f))
         .collect()
 }
 

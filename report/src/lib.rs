@@ -7,27 +7,34 @@
 //! Times are scenario times (the incident's clock), so an engineer reads the
 //! report next to the April write-up.
 
+/// A synthetic April run for the tests (not part of the library).
+#[cfg(test)]
 mod demo;
+mod digest;
 mod html;
 mod latency;
 mod model;
 mod svg;
 
-pub use demo::{demo_input, render_demo, DemoRun};
+pub use digest::{DigestBuilder, EventLookup, HistoryDigest};
 pub use latency::{latency_table, process_class, LatencyRow};
 
 use chaos_checkers::{Severity, Validity, Verdict};
-use chaos_history::{Audit, Op, RunMeta};
+use chaos_history::{Audit, RunMeta};
 use html::{count, duration, esc, json_line, json_pretty_bounded, time};
 use model::Model;
 use std::fmt::Write;
 
-/// What one report is made of. Everything is borrowed: the history of a
-/// nightly run may hold a million events.
-#[derive(Debug, Clone, Copy)]
+/// What one report is made of. Everything is borrowed, and the history comes
+/// as its digest ([`DigestBuilder`] aggregates it while it streams): a
+/// nightly run may hold ten million events.
+#[derive(Clone, Copy)]
 pub struct ReportInput<'a> {
     pub meta: &'a RunMeta,
-    pub history: &'a [Op],
+    pub history: &'a HistoryDigest,
+    /// The events themselves, for the hover titles of the marks drawn one by
+    /// one (a slice of `Op`s, or the harness reading `history.jsonl` back).
+    pub events: &'a dyn EventLookup,
     pub audit: Option<&'a Audit>,
     pub verdict: &'a Verdict,
     /// Figures the harness adds (fault landing lag, wall time breakdown), shown as they are.
@@ -39,7 +46,13 @@ const EVIDENCE_MAX_BYTES: usize = 32 * 1024;
 
 /// The whole `report.html`.
 pub fn render(input: &ReportInput) -> String {
-    let model = Model::build(input.meta, input.history, input.audit, input.verdict);
+    let model = Model::build(
+        input.meta,
+        input.history,
+        input.events,
+        input.audit,
+        input.verdict,
+    );
     let mut page = String::with_capacity(256 * 1024);
     let title = format!(
         "{} seed {} — {}",
@@ -64,7 +77,7 @@ pub fn render(input: &ReportInput) -> String {
     let _ = write!(
         page,
         "<footer>chaos-report · {} history events · all times are scenario times (HH:MM:SS.s); hover a mark for details</footer>\n</body></html>\n",
-        count(input.history.len() as u64)
+        count(input.history.events())
     );
     page
 }
@@ -132,6 +145,57 @@ fn header(page: &mut String, input: &ReportInput, model: &Model) {
             time(model.t1)
         );
     }
+    let digest = input.history;
+    if digest.outside() > 0 || model.audit_outside > 0 {
+        let (a0, a1) = (digest.grid.a0, digest.grid.a1);
+        let mut what = Vec::new();
+        if digest.outside_before > 0 {
+            what.push(format!("{} before it", count(digest.outside_before)));
+        }
+        if digest.outside_after > 0 {
+            what.push(format!("{} after it", count(digest.outside_after)));
+        }
+        let range = digest
+            .outside_range
+            .map(|(lo, hi)| {
+                format!(
+                    "; their times run from {} to {} after the run's start",
+                    duration_or_far(lo.saturating_sub(meta.clock.start_scenario_ms)),
+                    duration_or_far(hi.saturating_sub(meta.clock.start_scenario_ms))
+                )
+            })
+            .unwrap_or_default();
+        let audit_rows = if model.audit_outside > 0 {
+            format!(
+                " {} audit row{} also fall{} outside it.",
+                count(model.audit_outside),
+                if model.audit_outside == 1 { "" } else { "s" },
+                if model.audit_outside == 1 { "s" } else { "" }
+            )
+        } else {
+            String::new()
+        };
+        let _ = writeln!(
+            page,
+            "<div class=\"banner\"><b>{} history event{} outside the run's span</b> ({} – {}, the run with a margin): {}{range}. \
+             They are counted here, not drawn, paired or timed.{audit_rows}</div>",
+            count(digest.outside()),
+            if digest.outside() == 1 { "" } else { "s" },
+            time(a0),
+            time(a1),
+            what.join(", "),
+        );
+    }
+}
+
+/// A duration, or "far" words when it is beyond any run (an absurd timestamp).
+fn duration_or_far(ms: i64) -> String {
+    const YEAR_MS: i64 = 365 * 86_400_000;
+    if ms.abs() >= 10 * YEAR_MS {
+        format!("{:.3e} years", ms as f64 / YEAR_MS as f64)
+    } else {
+        duration(ms)
+    }
 }
 
 /// Headline figures: computed from the timeline, then whatever the checkers put in `stats`.
@@ -171,14 +235,14 @@ fn figures(page: &mut String, input: &ReportInput, model: &Model) {
             );
         }
     }
-    for lane in &model.boxes {
-        let stale: i64 = lane.stale.iter().map(|s| s.end - s.start).sum();
-        if stale > 0 {
-            let first = lane.stale.first().map(|s| s.start).unwrap_or_default();
-            let last = lane.stale.last().map(|s| s.end).unwrap_or_default();
+    for (lane, stale) in model.boxes.iter().zip(&model.stale) {
+        let stale_ms: i64 = stale.iter().map(|s| s.end - s.start).sum();
+        if stale_ms > 0 {
+            let first = stale.first().map(|s| s.start).unwrap_or_default();
+            let last = stale.last().map(|s| s.end).unwrap_or_default();
             fig(
                 page,
-                &duration(stale),
+                &duration(stale_ms),
                 &format!(
                     "{} acting without a valid lease, {} – {}",
                     lane.name,
@@ -188,18 +252,8 @@ fn figures(page: &mut String, input: &ReportInput, model: &Model) {
             );
         }
     }
-    let sum = |f: &dyn Fn(&model::BoxLane) -> usize| model.boxes.iter().map(f).sum::<usize>();
-    fig(
-        page,
-        &sum(&|b| {
-            b.copies
-                .iter()
-                .filter(|c| c.outcome == model::Outcome::Ok)
-                .count()
-        })
-        .to_string(),
-        "copies ok",
-    );
+    let sum = |f: &dyn Fn(&digest::BoxLane) -> u64| model.boxes.iter().map(f).sum::<u64>();
+    fig(page, &sum(&|b| b.ok_copies).to_string(), "copies ok");
     fig(
         page,
         &sum(&|b| b.source_deletes.len()).to_string(),
@@ -221,7 +275,7 @@ fn figures(page: &mut String, input: &ReportInput, model: &Model) {
             .faults
             .iter()
             .map(|f| f.windows.len())
-            .sum::<usize>()
+            .sum::<u64>()
             .to_string(),
         "fault windows",
     );
@@ -279,10 +333,17 @@ fn focus_window(model: &Model) -> Option<(i64, i64)> {
         times = model.anomalies.iter().map(|a| a.t).collect();
     }
     if times.is_empty() {
+        // Refusals and tidy-ups, when they are few enough to be kept one by one.
         times = model
             .boxes
             .iter()
-            .flat_map(|b| b.refused.iter().chain(&b.tidy_deletes).map(|p| p.t))
+            .flat_map(|b| {
+                b.refused
+                    .exact
+                    .iter()
+                    .chain(&b.tidy_deletes.exact)
+                    .map(|p| p.t)
+            })
             .collect();
     }
     let lo = *times.iter().min()?;
@@ -295,7 +356,7 @@ fn focus_window(model: &Model) -> Option<(i64, i64)> {
     let windows = model
         .faults
         .iter()
-        .flat_map(|f| f.windows.iter().map(|w| (w.start, w.end)));
+        .flat_map(|f| f.windows.exact.iter().map(|w| (w.start, w.end)));
     let vacancies = model.claim.iter().flat_map(|c| c.vacancies.iter().copied());
     for (s, e) in windows.chain(vacancies) {
         if e >= a && s <= b && e - s < 10 * 60_000 {
@@ -402,7 +463,7 @@ fn anomalies(page: &mut String, verdict: &Verdict) {
 }
 
 fn latencies(page: &mut String, input: &ReportInput) {
-    let rows = latency_table(input.history, &input.meta.clock);
+    let rows = input.history.latency();
     page.push_str("<section><h2>Latency (scenario ms, invoke → completion)</h2>");
     let _ = write!(
         page,

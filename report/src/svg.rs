@@ -4,10 +4,13 @@
 //! events in view than [`MAX_MARKS`] is binned per [`BIN_PX`] pixel columns
 //! and drawn as a density, and the lane and the legend say so.
 
-use crate::html::{duration, esc, json_line, time, time_whole};
-use crate::model::{str_field, Model, Outcome, Point};
+use crate::digest::{Coverage, Grid, Outcome, Point, Points, Spans, FINE_BINS};
+use crate::html::{duration, esc, json_line, time, time_whole, truncate_chars};
+use crate::model::{str_field, Model};
 use chaos_checkers::Severity;
 use std::fmt::Write;
+
+mod lanes;
 
 /// Width of the lane labels on the left, in SVG user units (px at 100 %).
 const LABEL_W: f64 = 190.0;
@@ -32,6 +35,66 @@ pub(crate) struct AggNote {
     pub what: String,
     pub events: usize,
     pub bins: usize,
+}
+
+/// A bar's width: a display bin's as `3`, another (a fine bin's) to a tenth.
+fn width(w: f64) -> String {
+    if w == BIN_PX {
+        format!("{BIN_PX}")
+    } else {
+        format!("{w:.1}")
+    }
+}
+
+/// One bar of a binned kind of point mark.
+struct Bar {
+    x0: f64,
+    w: f64,
+    n: u64,
+    ta: i64,
+    tb: i64,
+}
+
+/// One cell of binned intervals: how many in progress, how many started.
+struct Cell {
+    x0: f64,
+    w: f64,
+    active: i64,
+    started: u64,
+    ta: i64,
+    tb: i64,
+}
+
+/// Intervals to draw: kept one by one, or as fine-bin coverage (then drawn
+/// with `fine_class`).
+struct SpanSrc<'s, T> {
+    exact: &'s [T],
+    /// Every interval in view is in `exact`.
+    exact_in: bool,
+    fine: Option<&'s Coverage>,
+    fine_class: &'s str,
+}
+
+impl<'s, T: crate::digest::Bounded> SpanSrc<'s, T> {
+    fn of(spans: &'s Spans<T>, v: &View, fine_class: &'s str) -> Self {
+        SpanSrc {
+            exact: &spans.exact,
+            exact_in: spans.exact_in(v.grid(), v.t0, v.t1),
+            fine: spans.fine.as_ref(),
+            fine_class,
+        }
+    }
+}
+
+impl<'s, T> SpanSrc<'s, T> {
+    fn slice(items: &'s [T]) -> Self {
+        SpanSrc {
+            exact: items,
+            exact_in: true,
+            fine: None,
+            fine_class: "",
+        }
+    }
 }
 
 #[derive(Clone, Copy)]
@@ -71,7 +134,7 @@ pub(crate) fn timeline(model: &Model, t0: i64, t1: i64, id: &str) -> (String, Ve
         v: View {
             model,
             t0,
-            t1: t1.max(t0 + 1),
+            t1: t1.max(t0.saturating_add(1)),
         },
         bg: String::new(),
         out: String::new(),
@@ -81,7 +144,7 @@ pub(crate) fn timeline(model: &Model, t0: i64, t1: i64, id: &str) -> (String, Ve
     };
     let mut y = AXIS_H + 4.0;
     let mut lane_i = 0;
-    for fault in &model.faults {
+    for fault in model.faults.iter() {
         y += c.fault_lane(fault, y, lane_i);
         lane_i += 1;
     }
@@ -91,7 +154,7 @@ pub(crate) fn timeline(model: &Model, t0: i64, t1: i64, id: &str) -> (String, Ve
         y += c.box_lane(i, lane, y, lane_i);
         lane_i += 1;
     }
-    for lane in &model.others {
+    for lane in model.others.iter() {
         y += c.event_lane(lane, y, lane_i);
         lane_i += 1;
     }
@@ -120,22 +183,32 @@ pub(crate) fn timeline(model: &Model, t0: i64, t1: i64, id: &str) -> (String, Ve
     (svg, c.notes)
 }
 
-/// A tick step giving at most about a dozen labels.
+/// A tick step giving at most about a dozen labels, for any span.
 fn tick_step_ms(span_ms: i64) -> i64 {
     const STEPS: [i64; 20] = [
         100, 200, 500, 1_000, 2_000, 5_000, 10_000, 15_000, 30_000, 60_000, 120_000, 300_000,
         600_000, 900_000, 1_800_000, 3_600_000, 7_200_000, 10_800_000, 21_600_000, 43_200_000,
     ];
-    STEPS
-        .into_iter()
-        .find(|s| span_ms / s <= 12)
-        .unwrap_or(86_400_000)
+    if let Some(step) = STEPS.into_iter().find(|s| span_ms / s <= 12) {
+        return step;
+    }
+    // Whole days, 1-2-5 times a power of ten.
+    let mut day_steps = 1i64;
+    loop {
+        for m in [1, 2, 5] {
+            let step = (86_400_000i64).saturating_mul(day_steps).saturating_mul(m);
+            if span_ms / step <= 12 || step == i64::MAX {
+                return step;
+            }
+        }
+        day_steps = day_steps.saturating_mul(10);
+    }
 }
 
 impl View<'_, '_> {
     fn x(&self, t: i64) -> f64 {
         let t = t.clamp(self.t0, self.t1);
-        LABEL_W + (t - self.t0) as f64 / (self.t1 - self.t0) as f64 * PLOT_W
+        LABEL_W + (t as f64 - self.t0 as f64) / (self.t1 as f64 - self.t0 as f64) * PLOT_W
     }
 
     fn overlaps(&self, start: i64, end: i64) -> bool {
@@ -151,7 +224,12 @@ impl View<'_, '_> {
     }
 
     fn bin_time(&self, bin: usize) -> i64 {
-        self.t0 + ((bin as f64 * BIN_PX / PLOT_W) * (self.t1 - self.t0) as f64) as i64
+        let d = (bin as f64 * BIN_PX / PLOT_W) * (self.t1 as f64 - self.t0 as f64);
+        self.t0.saturating_add(d as i64)
+    }
+
+    fn grid(&self) -> &Grid {
+        &self.model.digest.grid
     }
 
     fn box_class(&self, name: &str) -> String {
@@ -162,20 +240,25 @@ impl View<'_, '_> {
     }
 
     /// A hover title for a history event or pair: who, what, when, with what, and the answer.
-    fn op_title(&self, src: usize, other: Option<usize>) -> String {
-        let h = self.model.history;
+    fn op_title(&self, src: u64, other: Option<u64>) -> String {
         let (first, second) = match other {
             Some(o) if o < src => (o, Some(src)),
             Some(o) => (src, Some(o)),
             None => (src, None),
         };
-        let a = &h[first];
-        let ta = self.model.times[first];
-        let mut text = format!("{} {} {}", a.process, a.f, json_line(&a.value, 240));
-        match second {
-            Some(b) => {
-                let tb = self.model.times[b];
-                let ev = &h[b];
+        let Some(a) = self.model.event(first) else {
+            return "(this event could not be read back from the history)".into();
+        };
+        let ta = self.model.at_run(a.time_ns);
+        let mut text = format!(
+            "{} {} {}",
+            truncate_chars(a.process.clone(), 80),
+            truncate_chars(a.f.clone(), 80),
+            json_line(&a.value, 240)
+        );
+        match second.and_then(|b| self.model.event(b)) {
+            Some(ev) => {
+                let tb = self.model.at_run(ev.time_ns);
                 let _ = write!(
                     text,
                     "\n{} → {} ({})\n{:?}: {}",
@@ -196,7 +279,7 @@ impl View<'_, '_> {
 
 impl Canvas<'_, '_> {
     fn axis(&self, svg: &mut String, y: f64, top: bool) {
-        let step = tick_step_ms(self.v.t1 - self.v.t0);
+        let step = tick_step_ms(self.v.t1.saturating_sub(self.v.t0));
         let first = self.v.t0.div_euclid(step) * step
             + if self.v.t0.rem_euclid(step) == 0 {
                 0
@@ -214,13 +297,16 @@ impl Canvas<'_, '_> {
                 "<line x1=\"{x:.1}\" y1=\"{tick:.1}\" x2=\"{x:.1}\" y2=\"{:.1}\"/><text x=\"{x:.1}\" y=\"{y:.1}\" text-anchor=\"middle\">{label}</text>",
                 tick + 4.0
             );
-            t += step;
+            match t.checked_add(step) {
+                Some(next) => t = next,
+                None => break,
+            }
         }
         svg.push_str("</g>");
     }
 
     fn grid(&self, svg: &mut String, top: f64, bottom: f64) {
-        let step = tick_step_ms(self.v.t1 - self.v.t0);
+        let step = tick_step_ms(self.v.t1.saturating_sub(self.v.t0));
         let mut t = self.v.t0.div_euclid(step) * step;
         let _ = write!(svg, "<g class=\"grid\">");
         while t <= self.v.t1 {
@@ -231,7 +317,10 @@ impl Canvas<'_, '_> {
                     "<line x1=\"{x:.1}\" y1=\"{top:.0}\" x2=\"{x:.1}\" y2=\"{bottom:.0}\"/>"
                 );
             }
-            t += step;
+            match t.checked_add(step) {
+                Some(next) => t = next,
+                None => break,
+            }
         }
         svg.push_str("</g>");
     }
@@ -245,10 +334,16 @@ impl Canvas<'_, '_> {
             .model
             .faults
             .iter()
-            .flat_map(|l| &l.windows)
+            .flat_map(|l| &l.windows.exact)
             .filter(|w| self.v.overlaps(w.start, w.end))
             .collect();
-        if windows.len() > 40 {
+        let binned = self
+            .v
+            .model
+            .faults
+            .iter()
+            .any(|l| !l.windows.exact_in(self.v.grid(), self.v.t0, self.v.t1));
+        if windows.len() > 40 || binned {
             return;
         }
         for w in windows {
@@ -300,6 +395,9 @@ impl Canvas<'_, '_> {
     }
 
     fn frame(&mut self, y: f64, h: f64, lane_i: usize, label: &str, sub: &str) {
+        // A mover under test names itself: a name is cut, never allowed to swamp the page.
+        let label = truncate_chars(label.to_string(), 60);
+        let label = label.as_str();
         let class = if lane_i % 2 == 0 {
             "lane even"
         } else {
@@ -342,22 +440,37 @@ impl Canvas<'_, '_> {
         );
     }
 
-    fn note(&mut self, what: &str, events: usize, bins: usize) {
+    fn note(&mut self, what: &str, events: usize, bins: usize, wide: Option<i64>) {
+        let what = match wide {
+            Some(ms) => format!(
+                "{what} (bins of {}: the run's finest for this lane)",
+                duration(ms)
+            ),
+            None => what.to_string(),
+        };
         self.lane_notes
             .push(format!("{events} {what} in {bins} bins"));
         self.notes.push(AggNote {
             lane: self.lane.clone(),
-            what: what.to_string(),
+            what,
             events,
             bins,
         });
+    }
+
+    /// The fine bins' width when it is wider than a display bin's (a close-up of a long run).
+    fn wide_bins(&self) -> Option<i64> {
+        let grid = self.v.grid();
+        let fine_w = (grid.start(1) - grid.start(0)).max(1);
+        let display_w = (self.v.t1 - self.v.t0) as f64 / self.v.bins() as f64;
+        (fine_w as f64 > display_w).then_some(fine_w)
     }
 
     /// Point marks in the row `[y, y + h]`: one by one, or binned into a density.
     #[allow(clippy::too_many_arguments)]
     fn points(
         &mut self,
-        pts: &[Point],
+        pts: &Points,
         y: f64,
         h: f64,
         shape: Shape,
@@ -365,41 +478,109 @@ impl Canvas<'_, '_> {
         what: &str,
         title: &dyn Fn(&Point) -> String,
     ) {
-        let lo = pts.partition_point(|p| p.t < self.v.t0);
-        let hi = pts.partition_point(|p| p.t <= self.v.t1);
-        let pts = &pts[lo..hi.max(lo)];
-        if pts.is_empty() {
-            return;
-        }
-        if pts.len() <= MAX_MARKS {
-            for p in pts {
-                let x = self.v.x(p.t);
-                self.shape(shape, x, y, h, class, &title(p));
+        let exact = pts.exact_in(self.v.grid(), self.v.t0, self.v.t1);
+        let wide = if exact { None } else { self.wide_bins() };
+        let bars = match (&pts.fine, exact) {
+            (Some(fine), false) => self.fine_bars(fine),
+            _ => {
+                let exact = &pts.exact;
+                let lo = exact.partition_point(|p| p.t < self.v.t0);
+                let hi = exact.partition_point(|p| p.t <= self.v.t1);
+                let exact = &exact[lo..hi.max(lo)];
+                if exact.is_empty() {
+                    return;
+                }
+                if exact.len() <= MAX_MARKS {
+                    for p in exact {
+                        let x = self.v.x(p.t);
+                        self.shape(shape, x, y, h, class, &title(p));
+                    }
+                    return;
+                }
+                let mut counts = vec![0u64; self.v.bins()];
+                for p in exact {
+                    counts[self.v.bin_of(p.t)] += 1;
+                }
+                self.display_bars(&counts)
             }
+        };
+        let events: u64 = bars.iter().map(|b| b.n).sum();
+        if events == 0 {
             return;
         }
-        let mut counts = vec![0u32; self.v.bins()];
-        for p in pts {
-            counts[self.v.bin_of(p.t)] += 1;
-        }
-        let max = *counts.iter().max().unwrap_or(&1) as f64;
-        let mut drawn = 0;
+        let max = bars.iter().map(|b| b.n).max().unwrap_or(1) as f64;
         let _ = write!(self.out, "<g class=\"bin {class}\">");
-        for (bin, &n) in counts.iter().enumerate().filter(|(_, n)| **n > 0) {
-            drawn += 1;
+        for bar in &bars {
             // Square root: one event in a bin stays visible next to thousands.
-            let bar = (h * (n as f64 / max).sqrt()).max(2.0);
+            let height = (h * (bar.n as f64 / max).sqrt()).max(2.0);
             let _ = write!(
                 self.out,
-                "<rect x=\"{:.1}\" y=\"{:.1}\" width=\"{BIN_PX}\" height=\"{bar:.1}\"><title>{n} {what}, {}–{}</title></rect>",
-                LABEL_W + bin as f64 * BIN_PX,
-                y + h - bar,
-                time(self.v.bin_time(bin)),
-                time(self.v.bin_time(bin + 1))
+                "<rect x=\"{:.1}\" y=\"{:.1}\" width=\"{}\" height=\"{height:.1}\"><title>{} {what}, {}–{}</title></rect>",
+                bar.x0,
+                y + h - height,
+                width(bar.w),
+                bar.n,
+                time(bar.ta),
+                time(bar.tb)
             );
         }
         self.out.push_str("</g>");
-        self.note(what, pts.len(), drawn);
+        self.note(what, events as usize, bars.len(), wide);
+    }
+
+    /// Bars of [`BIN_PX`] for the non-empty display bins.
+    fn display_bars(&self, counts: &[u64]) -> Vec<Bar> {
+        counts
+            .iter()
+            .enumerate()
+            .filter(|(_, n)| **n > 0)
+            .map(|(bin, &n)| Bar {
+                x0: LABEL_W + bin as f64 * BIN_PX,
+                w: BIN_PX,
+                n,
+                ta: self.v.bin_time(bin),
+                tb: self.v.bin_time(bin + 1),
+            })
+            .collect()
+    }
+
+    /// The fine bins (over the run's span) that fall in view, as display
+    /// bins; when a fine bin is wider than a display bin (a close-up of a long
+    /// run), each is drawn at its own width.
+    fn fine_bars(&self, fine: &[u32]) -> Vec<Bar> {
+        let grid = *self.v.grid();
+        let (f_lo, f_hi) = (grid.bin(self.v.t0), grid.bin(self.v.t1));
+        let fine_w = (grid.start(1) - grid.start(0)).max(1);
+        let display_w = (self.v.t1 - self.v.t0) as f64 / self.v.bins() as f64;
+        if fine_w as f64 <= display_w {
+            let mut counts = vec![0u64; self.v.bins()];
+            // Each fine bin in view goes to the display bin of its middle (one cut
+            // by the view's edge, to the edge's bin): none is lost at an edge.
+            for f in f_lo..=f_hi {
+                if fine[f] > 0 {
+                    let mid = (grid.start(f) + fine_w / 2).clamp(self.v.t0, self.v.t1);
+                    counts[self.v.bin_of(mid)] += fine[f] as u64;
+                }
+            }
+            return self.display_bars(&counts);
+        }
+        (f_lo..=f_hi)
+            .filter(|&f| fine[f] > 0)
+            .map(|f| {
+                let (ta, tb) = (
+                    grid.start(f).max(self.v.t0),
+                    grid.start(f + 1).min(self.v.t1),
+                );
+                let (x0, x1) = (self.v.x(ta), self.v.x(tb));
+                Bar {
+                    x0,
+                    w: (x1 - x0).max(1.0),
+                    n: fine[f] as u64,
+                    ta,
+                    tb,
+                }
+            })
+            .collect()
     }
 
     fn shape(&mut self, shape: Shape, x: f64, y: f64, h: f64, class: &str, title: &str) {
@@ -473,7 +654,7 @@ impl Canvas<'_, '_> {
     #[allow(clippy::too_many_arguments)]
     fn spans<T>(
         &mut self,
-        items: &[T],
+        items: SpanSrc<'_, T>,
         bounds: impl Fn(&T) -> (i64, i64),
         y: f64,
         h: f64,
@@ -482,621 +663,180 @@ impl Canvas<'_, '_> {
         title: impl Fn(&T) -> String,
         label: impl Fn(&T) -> Option<String>,
     ) {
-        let in_view: Vec<&T> = items
-            .iter()
-            .filter(|i| {
-                let (s, e) = bounds(i);
-                self.v.overlaps(s, e)
-            })
-            .collect();
-        if in_view.is_empty() {
-            return;
-        }
-        if in_view.len() <= MAX_MARKS {
-            for item in in_view {
-                let (s, e) = bounds(item);
-                let (x0, x1) = (self.v.x(s), self.v.x(e));
-                let w = (x1 - x0).max(1.5);
-                let _ = write!(
-                    self.out,
-                    "<g class=\"sp {}\"><title>{}</title><rect x=\"{x0:.1}\" y=\"{y:.1}\" width=\"{w:.1}\" height=\"{h:.1}\"/>",
-                    class(item),
-                    esc(&title(item))
-                );
-                if let Some(text) = label(item) {
-                    // About 6 px a character at 10 px: only label what the label fits in.
-                    if w > 6.0 * text.chars().count() as f64 + 6.0 {
+        // (bars as (first bin, bins, in progress, started), spans in view, class)
+        let fine = items.fine.filter(|_| !items.exact_in);
+        let wide = fine.and_then(|_| self.wide_bins());
+        let (cells, in_view, group_class) = match fine {
+            Some(fine) => {
+                let (cells, n) = self.fine_coverage(fine);
+                (cells, n, items.fine_class.to_string())
+            }
+            None => {
+                let in_view: Vec<&T> = items
+                    .exact
+                    .iter()
+                    .filter(|i| {
+                        let (s, e) = bounds(i);
+                        self.v.overlaps(s, e)
+                    })
+                    .collect();
+                if in_view.is_empty() {
+                    return;
+                }
+                if in_view.len() <= MAX_MARKS {
+                    for item in in_view {
+                        let (s, e) = bounds(item);
+                        let (x0, x1) = (self.v.x(s), self.v.x(e));
+                        let w = (x1 - x0).max(1.5);
                         let _ = write!(
                             self.out,
-                            "<text x=\"{:.1}\" y=\"{:.1}\">{}</text>",
-                            x0 + 3.0,
-                            y + h / 2.0 + 3.5,
-                            esc(&text)
+                            "<g class=\"sp {}\"><title>{}</title><rect x=\"{x0:.1}\" y=\"{y:.1}\" width=\"{w:.1}\" height=\"{h:.1}\"/>",
+                            class(item),
+                            esc(&title(item))
                         );
+                        if let Some(text) = label(item) {
+                            // About 6 px a character at 10 px: only label what the label fits in.
+                            if w > 6.0 * text.chars().count() as f64 + 6.0 {
+                                let _ = write!(
+                                    self.out,
+                                    "<text x=\"{:.1}\" y=\"{:.1}\">{}</text>",
+                                    x0 + 3.0,
+                                    y + h / 2.0 + 3.5,
+                                    esc(&text)
+                                );
+                            }
+                        }
+                        self.out.push_str("</g>");
+                    }
+                    return;
+                }
+                let n = self.v.bins();
+                let mut diff = vec![0i64; n + 1];
+                let mut starts = vec![0u64; n];
+                for item in &in_view {
+                    let (s, e) = bounds(item);
+                    let (b0, b1) = (self.v.bin_of(s), self.v.bin_of(e));
+                    diff[b0] += 1;
+                    diff[b1 + 1] -= 1;
+                    if s >= self.v.t0 {
+                        starts[b0] += 1;
                     }
                 }
-                self.out.push_str("</g>");
+                let mut cells = Vec::new();
+                let mut running = 0i64;
+                for (bin, d) in diff[..n].iter().enumerate() {
+                    running += d;
+                    cells.push(Cell {
+                        x0: LABEL_W + bin as f64 * BIN_PX,
+                        w: BIN_PX,
+                        active: running,
+                        started: starts[bin],
+                        ta: self.v.bin_time(bin),
+                        tb: self.v.bin_time(bin + 1),
+                    });
+                }
+                (cells, in_view.len() as u64, class(in_view[0]))
             }
+        };
+        if in_view == 0 {
             return;
         }
-        let n = self.v.bins();
-        let mut diff = vec![0i64; n + 1];
-        let mut starts = vec![0u32; n];
-        for item in &in_view {
-            let (s, e) = bounds(item);
-            let (b0, b1) = (self.v.bin_of(s), self.v.bin_of(e));
-            diff[b0] += 1;
-            diff[b1 + 1] -= 1;
-            if s >= self.v.t0 {
-                starts[b0] += 1;
-            }
-        }
-        let mut active = Vec::with_capacity(n);
-        let mut running = 0i64;
-        for d in &diff[..n] {
-            running += d;
-            active.push(running);
-        }
-        let max = *active.iter().max().unwrap_or(&1) as f64;
-        let first_class = class(in_view[0]);
-        let _ = write!(self.out, "<g class=\"bin {first_class}\">");
+        let max = cells.iter().map(|c| c.active).max().unwrap_or(1).max(1) as f64;
+        let _ = write!(self.out, "<g class=\"bin {group_class}\">");
         let mut drawn = 0;
-        let mut bin = 0;
-        while bin < n {
-            if active[bin] == 0 && starts[bin] == 0 {
-                bin += 1;
+        let mut i = 0;
+        while i < cells.len() {
+            let c = &cells[i];
+            if c.active == 0 && c.started == 0 {
+                i += 1;
                 continue;
             }
-            // Merge neighbouring bins that say the same thing, to save bytes.
-            let mut end = bin + 1;
-            while end < n && active[end] == active[bin] && starts[end] == starts[bin] {
+            // Merge neighbouring cells that say the same thing, to save bytes.
+            let mut end = i + 1;
+            while end < cells.len()
+                && cells[end].active == c.active
+                && cells[end].started == c.started
+                && (cells[end].x0 - (cells[end - 1].x0 + cells[end - 1].w)).abs() < 0.01
+            {
                 end += 1;
             }
-            let opacity = 0.25 + 0.75 * (active[bin] as f64 / max);
-            let started: u32 = starts[bin..end].iter().sum();
+            let opacity = 0.25 + 0.75 * (c.active as f64 / max);
+            let started: u64 = cells[i..end].iter().map(|c| c.started).sum();
+            let last = &cells[end - 1];
             let _ = write!(
                 self.out,
                 "<rect x=\"{:.1}\" y=\"{y:.1}\" width=\"{:.1}\" height=\"{h:.1}\" fill-opacity=\"{opacity:.2}\"><title>{} {what} in progress, {started} started, {}–{}</title></rect>",
-                LABEL_W + bin as f64 * BIN_PX,
-                (end - bin) as f64 * BIN_PX,
-                active[bin],
-                time(self.v.bin_time(bin)),
-                time(self.v.bin_time(end))
+                c.x0,
+                last.x0 + last.w - c.x0,
+                c.active,
+                time(c.ta),
+                time(last.tb)
             );
-            drawn += end - bin;
-            bin = end;
+            drawn += end - i;
+            i = end;
         }
         self.out.push_str("</g>");
-        self.note(what, in_view.len(), drawn);
+        self.note(what, in_view as usize, drawn, wide);
     }
 
-    fn fault_lane(&mut self, lane: &crate::model::FaultLane, y: f64, lane_i: usize) -> f64 {
-        let v = self.v;
-        let h = 26.0;
-        let sub = format!(
-            "{} fault window{}",
-            lane.windows.len(),
-            if lane.windows.len() == 1 { "" } else { "s" }
-        );
-        let target = if lane.target.is_empty() {
-            "(no target)"
-        } else {
-            &lane.target
-        };
-        self.frame(y, h, lane_i, &format!("fault: {target}"), &sub);
-        let history = self.v.model.history;
-        let times = &self.v.model.times;
-        self.spans(
-            &lane.windows,
-            |w| (w.start, w.end),
-            y + 4.0,
-            h - 8.0,
-            "fault windows",
-            |w| {
-                if w.open {
-                    "fault open".into()
-                } else {
-                    "fault".into()
-                }
-            },
-            |w| {
-                let args = json_line(&history[w.begin_op].value, 240);
-                let until = match w.end_op {
-                    Some(e) => format!("{} at {}", history[e].f, time(times[e])),
-                    None => "never healed before the run ended".into(),
-                };
-                format!(
-                    "{} on {}: {}\nlanded {}, {until}\nlasted {}",
-                    w.verb,
-                    target,
-                    args,
-                    time(w.start),
-                    duration(w.end - w.start)
-                )
-            },
-            |w| Some(format!("{} {}", w.verb, duration(w.end - w.start))),
-        );
-        let title = |p: &Point| v.op_title(p.src, p.other);
-        self.points(
-            &lane.instants,
-            y + 4.0,
-            h - 8.0,
-            Shape::Diamond,
-            "finst",
-            "nemesis events",
-            &title,
-        );
-        self.finish_lane(y);
-        h
-    }
-
-    fn claim_lane(&mut self, y: f64, lane_i: usize) -> f64 {
-        let h = 34.0;
-        let model = self.v.model;
-        let Some(claim) = &model.claim else {
-            self.frame(y, h, lane_i, "claim (routing db)", "no audit: not known");
-            return h;
-        };
-        let grants = claim
-            .segs
-            .iter()
-            .map(|s| s.token)
-            .collect::<std::collections::BTreeSet<_>>()
-            .len();
-        let vacant: i64 = claim.vacancies_between_grants().map(|(a, b)| b - a).sum();
-        let sub = format!(
-            "{grants} grant{}, vacant {} between",
-            if grants == 1 { "" } else { "s" },
-            duration(vacant)
-        );
-        self.frame(y, h, lane_i, "claim (routing db)", &sub);
-        if claim.changes == 0 {
-            let _ = write!(
-                self.out,
-                "<text class=\"lanesub\" x=\"{:.1}\" y=\"{:.1}\">no claim changes recorded for this job</text>",
-                LABEL_W + 6.0,
-                y + h / 2.0 + 4.0
-            );
-            return h;
-        }
-        let (ry, rh) = (y + 6.0, h - 12.0);
-        self.spans(
-            &claim.vacancies,
-            |v| (v.0, v.1),
-            ry,
-            rh,
-            "vacancies",
-            |_| "vac".into(),
-            |v| {
-                format!(
-                    "vacancy: no valid claim\n{} → {} ({})",
-                    time(v.0),
-                    time(v.1),
-                    duration(v.1 - v.0)
-                )
-            },
-            |v| Some(format!("vacant {}", duration(v.1 - v.0))),
-        );
-        let classes: Vec<String> = claim
-            .segs
-            .iter()
-            .map(|s| format!("claim {}", self.v.box_class(&s.holder)))
-            .collect();
-        let segs: Vec<(usize, &crate::model::ClaimSeg)> = claim.segs.iter().enumerate().collect();
-        self.spans(
-            &segs,
-            |(_, s)| (s.start, s.end),
-            ry,
-            rh,
-            "claim segments",
-            |(i, _)| classes[*i].clone(),
-            |(_, s)| {
-                let how = if s.lapsed { format!("expired at {} (not renewed)", time(s.end)) } else { format!("valid until {}", time(s.end)) };
-                format!(
-                    "routing db: {} holds token {}\nfrom {} ({} change{}: grant and renewals)\n{how}",
-                    s.holder,
-                    s.token,
-                    time(s.start),
-                    s.changes,
-                    if s.changes == 1 { "" } else { "s" }
-                )
-            },
-            |(_, s)| Some(format!("{} #{}", s.holder, s.token)),
-        );
-        self.finish_lane(y);
-        h
-    }
-
-    fn box_lane(
-        &mut self,
-        index: usize,
-        lane: &crate::model::BoxLane,
-        y: f64,
-        lane_i: usize,
-    ) -> f64 {
-        let v = self.v;
-        let h = 66.0;
-        let model = self.v.model;
-        let ok_copies = lane
-            .copies
-            .iter()
-            .filter(|c| c.outcome == Outcome::Ok)
-            .count();
-        let sub = format!(
-            "{} cop{} ok, {} delete{}",
-            ok_copies,
-            if ok_copies == 1 { "y" } else { "ies" },
-            lane.source_deletes.len() + lane.tidy_deletes.len(),
-            if lane.source_deletes.len() + lane.tidy_deletes.len() == 1 {
-                ""
-            } else {
-                "s"
-            }
-        );
-        self.frame(y, h, lane_i, lane.name, &sub);
-        let colour = format!("b{}", index % BOX_COLOURS);
-        let name = lane.name;
-
-        // Row 1: belief, with what the routing db thought of it.
-        let (by, bh) = (y + 5.0, 13.0);
-        self.points(
-            &lane.polls,
-            by + 3.0,
-            bh - 6.0,
-            Shape::Tick,
-            "poll",
-            "polls (acquire not won)",
-            &|p| v.op_title(p.src, p.other),
-        );
-        self.spans(
-            &lane.beliefs,
-            |b| (b.start, b.end),
-            by,
-            bh,
-            "beliefs",
-            |_| format!("belief {colour}"),
-            |b| {
-                format!(
-                    "{name} believed it held the claim{}\n{} → {} ({})\nended: {}",
-                    b.token.map(|t| format!(" (token {t})")).unwrap_or_default(),
-                    time(b.start),
-                    time(b.end),
-                    duration(b.end - b.start),
-                    b.ended_by
-                )
-            },
-            |b| {
-                Some(
-                    b.token
-                        .map(|t| format!("holds #{t}"))
-                        .unwrap_or_else(|| "holds".into()),
-                )
-            },
-        );
-        self.spans(
-            &lane.stale,
-            |s| (s.start, s.end),
-            by,
-            bh,
-            "stale beliefs",
-            |_| "stale".into(),
-            |s| {
-                format!(
-                    "{name} still believed it held the claim{} but the routing db did not back it\n{} → {} ({})",
-                    s.token.map(|t| format!(" (token {t})")).unwrap_or_default(),
-                    time(s.start),
-                    time(s.end),
-                    duration(s.end - s.start)
-                )
-            },
-            |s| Some(format!("no valid lease {}", duration(s.end - s.start))),
-        );
-        let title = |p: &Point| v.op_title(p.src, p.other);
-        self.points(
-            &lane.renew_ok,
-            by + bh - 5.0,
-            5.0,
-            Shape::Tick,
-            "renew",
-            "renewals",
-            &title,
-        );
-        self.points(
-            &lane.renew_fail,
-            by,
-            bh,
-            Shape::Cross,
-            "renewfail",
-            "failed renewals",
-            &title,
-        );
-        self.points(
-            &lane.acquired,
-            by,
-            bh,
-            Shape::Dot,
-            "acq",
-            "acquires",
-            &title,
-        );
-
-        // Row 2: copies, one bar per turbine.
-        let (cy, ch) = (y + 22.0, 20.0);
-        let lost = &model.lost_turbines;
-        let history = model.history;
-        let turbine = |s: &crate::model::Span| -> Option<&str> {
-            s.invoke
-                .and_then(|i| str_field(&history[i].value, "turbine"))
-        };
-        self.spans(
-            &lane.copies,
-            |s| (s.start, s.end),
-            cy,
-            ch,
-            "copies",
-            |s| {
-                let outcome = match s.outcome {
-                    Outcome::Ok => colour.as_str(),
-                    Outcome::Fail => "fail",
-                    Outcome::Refused => "refusedcopy",
-                    Outcome::Info => "info",
-                    Outcome::Open => "open",
-                };
-                let lost = if turbine(s).is_some_and(|t| lost.contains(t)) {
-                    " lostcopy"
-                } else {
-                    ""
-                };
-                format!("copy {outcome}{lost}")
-            },
-            |s| {
-                let mut text = v.op_title(
-                    s.invoke.or(s.completion).unwrap_or(0),
-                    s.invoke.and(s.completion),
-                );
-                if s.outcome == Outcome::Open {
-                    text.push_str("\nno completion before the box's last event");
-                }
-                if turbine(s).is_some_and(|t| lost.contains(t)) {
-                    text.push_str("\nthis turbine's rows were lost");
-                }
-                text
-            },
-            |s| turbine(s).map(str::to_string),
-        );
-
-        // Row 3: what the box did to the shards.
-        let (my, mh) = (y + 46.0, 16.0);
-        self.spans(
-            &lane.skips,
-            |s| (s.start, s.end),
-            my + 5.0,
-            6.0,
-            "skip runs",
-            |_| "skip".into(),
-            |s| {
-                let first = turbine_name(history, s.first);
-                let last = turbine_name(history, s.last);
-                format!(
-                    "{} skip{} (source already empty): {first} … {last}\n{} → {} ({})",
-                    s.n,
-                    if s.n == 1 { "" } else { "s" },
-                    time(s.start),
-                    time(s.end),
-                    duration(s.end - s.start)
-                )
-            },
-            |s| Some(format!("{} skipped", s.n)),
-        );
-        // A run of skips is usually too short to hold its label: write it beside the bar.
-        let skips_in_view: Vec<_> = lane
-            .skips
-            .iter()
-            .filter(|s| v.overlaps(s.start, s.end) && s.n >= 5)
-            .collect();
-        if skips_in_view.len() <= 20 {
-            for s in skips_in_view {
-                let (x0, x1) = (v.x(s.start), v.x(s.end));
-                if x1 - x0 < 6.0 * 12.0 {
-                    let _ = write!(
-                        self.out,
-                        "<text class=\"skiplabel\" x=\"{:.1}\" y=\"{:.1}\">{} skipped</text>",
-                        x1 + 3.0,
-                        my + 11.0,
-                        s.n
-                    );
-                }
-            }
-        }
-        self.points(
-            &lane.source_deletes,
-            my,
-            mh,
-            Shape::Tri,
-            "del",
-            "source deletes",
-            &title,
-        );
-        self.points(
-            &lane.tidy_deletes,
-            my,
-            mh,
-            Shape::BigTri,
-            "tidy",
-            "tidy-up deletes",
-            &|p| format!("TIDY-UP DELETE\n{}", v.op_title(p.src, p.other)),
-        );
-        self.points(
-            &lane.refused,
-            my,
-            mh,
-            Shape::Diamond,
-            "refused",
-            "refused writes",
-            &|p| format!("REFUSED by fencing\n{}", v.op_title(p.src, p.other)),
-        );
-        self.points(
-            &lane.failed,
-            my,
-            mh,
-            Shape::Cross,
-            "failed",
-            "failed operations",
-            &title,
-        );
-        // Name the few tidy-ups: they are the events the whole report is about.
-        if lane.tidy_deletes.len() <= 5 {
-            for p in lane
-                .tidy_deletes
+    /// Coverage cells from fine bins in view (display bins, or fine bins
+    /// when those are wider), and how many intervals overlap the view.
+    fn fine_coverage(&self, cov: &Coverage) -> (Vec<Cell>, u64) {
+        let grid = *self.v.grid();
+        let active = cov.active();
+        let (f_lo, f_hi) = (grid.bin(self.v.t0), grid.bin(self.v.t1));
+        let in_view = active[f_lo].max(0) as u64
+            + cov.starts[f_lo + 1..=f_hi]
                 .iter()
-                .filter(|p| p.t >= self.v.t0 && p.t <= self.v.t1)
-            {
-                let what = model.turbine_of(p).unwrap_or("?");
-                let _ = write!(
-                    self.out,
-                    "<text class=\"tidylabel\" x=\"{:.1}\" y=\"{:.1}\">tidy-up {}</text>",
-                    self.v.x(p.t) + 9.0,
-                    my + mh - 3.0,
-                    esc(what)
+                .map(|&s| s as u64)
+                .sum::<u64>();
+        let fine_w = (grid.start(1) - grid.start(0)).max(1);
+        let display_w = (self.v.t1 - self.v.t0) as f64 / self.v.bins() as f64;
+        let mut cells = Vec::new();
+        if fine_w as f64 <= display_w {
+            // Per display bin: what covers its first fine bin, plus what starts later in it.
+            let mut bin_first: Vec<Option<usize>> = vec![None; self.v.bins()];
+            let mut bin_started = vec![0u64; self.v.bins()];
+            let mut bin_later = vec![0i64; self.v.bins()];
+            for f in f_lo..=f_hi.min(FINE_BINS - 1) {
+                let mid = (grid.start(f) + fine_w / 2).clamp(self.v.t0, self.v.t1);
+                let d = self.v.bin_of(mid);
+                bin_started[d] += cov.starts[f] as u64;
+                match bin_first[d] {
+                    None => bin_first[d] = Some(f),
+                    Some(_) => bin_later[d] += cov.starts[f] as i64,
+                }
+            }
+            for d in 0..self.v.bins() {
+                let Some(f) = bin_first[d] else { continue };
+                cells.push(Cell {
+                    x0: LABEL_W + d as f64 * BIN_PX,
+                    w: BIN_PX,
+                    active: active[f] + bin_later[d],
+                    started: bin_started[d],
+                    ta: self.v.bin_time(d),
+                    tb: self.v.bin_time(d + 1),
+                });
+            }
+        } else {
+            for f in f_lo..=f_hi {
+                let (ta, tb) = (
+                    grid.start(f).max(self.v.t0),
+                    grid.start(f + 1).min(self.v.t1),
                 );
+                let (x0, x1) = (self.v.x(ta), self.v.x(tb));
+                cells.push(Cell {
+                    x0,
+                    w: (x1 - x0).max(1.0),
+                    active: active[f],
+                    started: cov.starts[f] as u64,
+                    ta,
+                    tb,
+                });
             }
         }
-        self.finish_lane(y);
-        h
+        (cells, in_view)
     }
-
-    fn event_lane(&mut self, lane: &crate::model::EventLane, y: f64, lane_i: usize) -> f64 {
-        let v = self.v;
-        let h = 30.0;
-        let sub = format!(
-            "{} ok, {} fail, {} unknown",
-            lane.ok.len(),
-            lane.fail.len(),
-            lane.info.len()
-        );
-        self.frame(y, h, lane_i, lane.name, &sub);
-        let title = |p: &Point| v.op_title(p.src, p.other);
-        self.points(&lane.ok, y + 4.0, 10.0, Shape::Tick, "evok", "ok", &title);
-        self.points(
-            &lane.fail,
-            y + 16.0,
-            10.0,
-            Shape::Cross,
-            "failed",
-            "fails",
-            &title,
-        );
-        self.points(
-            &lane.info,
-            y + 16.0,
-            10.0,
-            Shape::Dot,
-            "info",
-            "unknown (info)",
-            &title,
-        );
-        self.finish_lane(y);
-        h
-    }
-
-    fn shard_lane(&mut self, lane: &crate::model::ShardLane, y: f64, lane_i: usize) -> f64 {
-        let h = 30.0;
-        let sub = format!("audit; {} ingest writes not drawn", lane.ingest_writes);
-        self.frame(y, h, lane_i, lane.name, &sub);
-        let Some(audit) = self.v.model.audit else {
-            return h;
-        };
-        let title = |p: &Point| {
-            let w = &audit.shard_writes[p.src];
-            format!(
-                "{} {:?} by {}{}: {} rows of {}\ncommitted {} (xid {})",
-                w.shard,
-                w.op,
-                w.app,
-                w.token.map(|t| format!(" token {t}")).unwrap_or_default(),
-                w.rows,
-                w.turbine.as_deref().unwrap_or("-"),
-                time(self.v.model.at_unix(w.commit_unix_ns)),
-                w.xid
-            )
-        };
-        self.points(
-            &lane.mover_inserts,
-            y + 4.0,
-            h - 8.0,
-            Shape::Tick,
-            "ins",
-            "mover inserts",
-            &title,
-        );
-        self.points(
-            &lane.fences,
-            y + 4.0,
-            h - 8.0,
-            Shape::Diamond,
-            "fence",
-            "fence updates",
-            &title,
-        );
-        self.points(
-            &lane.deletes,
-            y + 4.0,
-            h - 8.0,
-            Shape::Tri,
-            "del",
-            "deletes",
-            &title,
-        );
-        self.finish_lane(y);
-        h
-    }
-
-    fn verdict_lane(&mut self, y: f64, lane_i: usize) -> f64 {
-        let h = 26.0;
-        let n = self.v.model.verdict.anomalies.len();
-        self.frame(
-            y,
-            h,
-            lane_i,
-            "verdict",
-            &format!("{n} anomal{}", if n == 1 { "y" } else { "ies" }),
-        );
-        let verdict = self.v.model.verdict;
-        let v = self.v;
-        for mark in v
-            .model
-            .anomalies
-            .iter()
-            .filter(|m| m.t >= v.t0 && m.t <= v.t1)
-        {
-            let a = &verdict.anomalies[mark.index];
-            let class = match mark.severity {
-                Severity::Error => "sev-error",
-                Severity::Cleanup => "sev-cleanup",
-                Severity::Info => "sev-info",
-            };
-            let title = format!(
-                "{} ({:?}) × {} first at {}\n{}",
-                serde_json::to_value(a.class)
-                    .ok()
-                    .and_then(|v| v.as_str().map(String::from))
-                    .unwrap_or_default(),
-                a.severity,
-                a.count,
-                time(mark.t),
-                a.summary
-            );
-            let x = self.v.x(mark.t);
-            self.shape(Shape::Diamond, x, y + 4.0, h - 8.0, class, &title);
-        }
-        h
-    }
-}
-
-fn turbine_name(history: &[chaos_history::Op], i: usize) -> String {
-    str_field(&history[i].value, "turbine")
-        .unwrap_or("?")
-        .to_string()
 }
 
 #[cfg(test)]
@@ -1108,5 +848,7 @@ mod tests {
         assert_eq!(tick_step_ms(57 * 60_000), 300_000);
         assert_eq!(tick_step_ms(4 * 60_000), 30_000);
         assert_eq!(tick_step_ms(1000), 100);
+        assert_eq!(tick_step_ms(38 * 86_400_000), 5 * 86_400_000);
+        assert!(i64::MAX / tick_step_ms(i64::MAX) <= 12);
     }
 }

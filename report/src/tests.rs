@@ -1,8 +1,9 @@
 //! Tests of the whole page: lanes, shading, escaping, the April miniature, and a million events.
 
 use super::*;
+use crate::demo::demo_input;
 use chaos_checkers::{Anomaly, AnomalyClass};
-use chaos_history::{ClaimChange, OpType, ScenarioClock};
+use chaos_history::{ClaimChange, Op, OpType, ScenarioClock};
 use serde_json::{json, Value};
 use std::collections::BTreeMap;
 use std::time::Instant;
@@ -274,7 +275,8 @@ fn synthetic_run_shows_lanes_vacancy_fault_and_anomalies() {
     let (meta, history, audit, verdict) = synthetic();
     let page = render(&ReportInput {
         meta: &meta,
-        history: &history,
+        history: &HistoryDigest::of(&meta, &history),
+        events: &history,
         audit: Some(&audit),
         verdict: &verdict,
         extra: None,
@@ -387,7 +389,8 @@ fn hostile_names_are_escaped() {
     let extra = json!({ evil: evil });
     let page = render(&ReportInput {
         meta: &meta,
-        history: &history,
+        history: &HistoryDigest::of(&meta, &history),
+        events: &history,
         audit: Some(&audit),
         verdict: &verdict,
         extra: Some(&extra),
@@ -415,7 +418,8 @@ fn no_audit_and_empty_history_still_render() {
     };
     let page = render(&ReportInput {
         meta: &meta,
-        history: &[],
+        history: &HistoryDigest::of(&meta, &[]),
+        events: &Vec::<Op>::new(),
         audit: None,
         verdict: &verdict,
         extra: None,
@@ -621,7 +625,8 @@ fn a_million_events_render_bounded_and_say_aggregated() {
     let began = Instant::now();
     let page = render(&ReportInput {
         meta: &meta,
-        history: &history,
+        history: &HistoryDigest::of(&meta, &history),
+        events: &history,
         audit: None,
         verdict: &verdict,
         extra: None,
@@ -649,4 +654,245 @@ fn a_million_events_render_bounded_and_say_aggregated() {
     for b in 1..=4 {
         assert_eq!(full.matches(&format!(">box-{b}</text>")).count(), 1);
     }
+}
+
+/// The page of a history, with the digest built as `chaos check` builds it.
+fn page_of(meta: &RunMeta, history: &Vec<Op>, audit: Option<&Audit>, verdict: &Verdict) -> String {
+    render(&ReportInput {
+        meta,
+        history: &HistoryDigest::of(meta, history),
+        events: history,
+        audit,
+        verdict,
+        extra: None,
+    })
+}
+
+fn valid() -> Verdict {
+    Verdict {
+        valid: Validity::Valid,
+        reasons: Vec::new(),
+        anomalies: Vec::new(),
+        stats: Value::Null,
+    }
+}
+
+#[test]
+fn the_digest_keeps_marks_one_by_one_then_bins_them_and_counts_every_one() {
+    // Few marks in every segment of the span: kept one by one; more: binned, every one counted.
+    let meta = meta(3600);
+    for n in [2_000, 50_000] {
+        let mut h = H(Vec::new());
+        for i in 0..n {
+            let s = i as f64 * 3600.0 / n as f64;
+            h.at(
+                s,
+                "ingest",
+                OpType::Invoke,
+                "ingest",
+                json!({"shard": "shard1"}),
+            )
+            .at(s + 0.001, "ingest", OpType::Ok, "ingest", Value::Null);
+        }
+        let digest = HistoryDigest::of(&meta, &h.0);
+        let lane = &digest.others[0];
+        assert_eq!(lane.ok.len(), n as u64);
+        // An hour is about 8 of the span's 64 segments: 50 000 marks fill them.
+        assert_eq!(lane.ok.fine.is_some(), n > 20_000, "{n} marks");
+        assert_eq!(lane.ok.segments.full != 0, n > 20_000, "{n} marks");
+        if n < 20_000 {
+            assert_eq!(lane.ok.exact.len(), n);
+        }
+        assert!(lane.ok.exact.len() <= 64 * digest::PER_SEGMENT as usize);
+        let row = &digest.latency()[0];
+        assert_eq!((row.count, row.ok, row.open), (n as u64, n as u64, 0));
+        // Drawn binned either way, every event counted in the note.
+        let page = page_of(&meta, &h.0, None, &valid());
+        assert!(
+            page.contains(&format!("aggregated: {} ok in", html::count(n as u64))),
+            "{n}"
+        );
+        assert!(page.len() < 300_000, "{n} marks: {} bytes", page.len());
+    }
+}
+
+#[test]
+fn binned_marks_land_where_exact_ones_do() {
+    // The same 4 000 renewals over an hour, once kept one by one (bars from
+    // exact times) and once forced into fine bins: the same bars, give or take
+    // a fine bin's width at a bar's edge.
+    let meta = meta(3600);
+    let mut h = H(Vec::new());
+    for i in 0..4_000 {
+        let s = i as f64 * 0.9 * (1.0 + (i % 7) as f64 / 10.0);
+        h.at(s, "box-1", OpType::Invoke, "renew", json!({"token": 1}))
+            .at(s + 0.01, "box-1", OpType::Ok, "renew", json!({"token": 1}));
+    }
+    let exact = HistoryDigest::of(&meta, &h.0);
+    let mut binned = exact.clone();
+    let grid = binned.grid;
+    let lane = &mut binned.boxes[0];
+    let mut fine = vec![0u32; digest::FINE_BINS];
+    for p in std::mem::take(&mut lane.renew_ok.exact) {
+        fine[grid.bin(p.t)] += 1;
+    }
+    lane.renew_ok.fine = Some(fine);
+    lane.renew_ok.segments.full = u64::MAX;
+    let bars = |d: &HistoryDigest| {
+        let page = render(&ReportInput {
+            meta: &meta,
+            history: d,
+            events: &h.0,
+            audit: None,
+            verdict: &valid(),
+            extra: None,
+        });
+        let full = full_timeline(&page).to_string();
+        let at = full
+            .find("<g class=\"bin renew\">")
+            .expect("renewals binned");
+        let group = &full[at..at + full[at..].find("</g>").unwrap()];
+        group
+            .split("<rect x=\"")
+            .skip(1)
+            .map(|r| {
+                let x: f64 = r[..r.find('"').unwrap()].parse().unwrap();
+                let n: u64 = r[r.find("<title>").unwrap() + 7..]
+                    .split(' ')
+                    .next()
+                    .unwrap()
+                    .parse()
+                    .unwrap();
+                (x, n)
+            })
+            .collect::<Vec<_>>()
+    };
+    assert!(exact.boxes[0].renew_ok.fine.is_none());
+    let (a, b) = (bars(&exact), bars(&binned));
+    let n = 4_000;
+    assert_eq!(a.iter().map(|x| x.1).sum::<u64>(), n);
+    assert_eq!(b.iter().map(|x| x.1).sum::<u64>(), n);
+    assert!(
+        a.len().abs_diff(b.len()) <= 2,
+        "{} bars and {} bars",
+        a.len(),
+        b.len()
+    );
+    for (x, n) in &b {
+        let near: u64 = a
+            .iter()
+            .filter(|(ax, _)| (ax - x).abs() <= svg::BIN_PX)
+            .map(|(_, n)| n)
+            .sum();
+        assert!(
+            near >= *n,
+            "a binned bar at {x} ({n}) has no exact bar near it"
+        );
+    }
+}
+
+#[test]
+fn events_outside_the_run_are_counted_not_drawn_and_the_axis_stays_the_runs() {
+    let (meta, mut history, audit, verdict) = synthetic();
+    let normal = page_of(&meta, &history, Some(&audit), &verdict);
+    for (index, time_ns, process) in [
+        (900, i64::MAX, "box-1"),
+        (901, i64::MIN, "nemesis"),
+        (902, -1_000_000_000_000_000, "ingest"),
+    ] {
+        history.push(Op {
+            index,
+            time_ns,
+            scenario_time: String::new(),
+            process: process.into(),
+            kind: OpType::Ok,
+            f: "copy".into(),
+            value: json!({"turbine": "t-1"}),
+        });
+    }
+    let digest = HistoryDigest::of(&meta, &history);
+    assert_eq!((digest.outside_before, digest.outside_after), (2, 1));
+    assert_eq!(digest.events(), history.len() as u64);
+    let page = page_of(&meta, &history, Some(&audit), &verdict);
+    assert!(
+        page.contains("3 history events outside the run's span"),
+        "the banner"
+    );
+    assert!(page.contains("2 before it, 1 after it"));
+    // The timeline is the one without them.
+    assert_eq!(full_timeline(&page), full_timeline(&normal));
+    assert!(page.len() < normal.len() + 2_000);
+}
+
+#[test]
+fn lanes_and_open_invokes_stay_bounded_whatever_the_history() {
+    let meta = meta(600);
+    let mut h = H(Vec::new());
+    // 500 boxes, 100 other processes, 100 fault targets, and one process that only invokes.
+    for i in 0..500 {
+        h.at(
+            1.0 + i as f64 * 0.1,
+            &format!("box-{i}"),
+            OpType::Ok,
+            "acquire",
+            json!({"token": i}),
+        );
+    }
+    for i in 0..100 {
+        h.at(
+            2.0,
+            &format!("client-{i}"),
+            OpType::Ok,
+            "write",
+            Value::Null,
+        );
+        h.at(
+            3.0,
+            "nemesis",
+            OpType::Ok,
+            "pause",
+            json!({"target": format!("box-{i}")}),
+        );
+    }
+    for i in 0..20_000 {
+        h.at(
+            4.0 + i as f64 * 0.01,
+            "ingest",
+            OpType::Invoke,
+            "ingest",
+            Value::Null,
+        );
+    }
+    let digest = HistoryDigest::of(&meta, &h.0);
+    assert_eq!(digest.boxes.len(), 64);
+    assert!(digest.others.len() <= 24);
+    assert!(digest.faults.len() <= 48);
+    assert!(digest
+        .others
+        .last()
+        .unwrap()
+        .name
+        .contains("more processes"));
+    // Every invoke is accounted for: open, in the latency table.
+    let ingest = digest.latency().iter().find(|r| r.f == "ingest").unwrap();
+    assert_eq!(ingest.open, 20_000);
+    let page = page_of(&meta, &h.0, None, &valid());
+    assert!(page.len() < 3_000_000, "{} bytes", page.len());
+}
+
+#[test]
+fn the_streamed_latency_is_the_latency_table() {
+    let (meta, history, _, _) = synthetic();
+    assert_eq!(
+        HistoryDigest::of(&meta, &history).latency(),
+        latency_table(&history, &meta.clock)
+    );
+    let history = million_events();
+    let mut meta = meta;
+    meta.end_scenario_ms = START_MS + 8 * 3_600_000;
+    meta.clock.start_unix_ns = 0;
+    assert_eq!(
+        HistoryDigest::of(&meta, &history).latency(),
+        latency_table(&history, &meta.clock)
+    );
 }

@@ -20,31 +20,39 @@ create table if not exists move_plan (
 
 -- Acquire: succeeds when the row is absent or expired (by this server's
 -- clock) and hands out a NEW token; null when somebody else holds it.
--- Concurrent callers serialize on the row: the loser re-reads the new
--- expiry and burns no token.
+-- Concurrent callers serialize on the row lock BEFORE a token is drawn: the
+-- loser re-reads the winner's expiry and burns no token, so tokens run
+-- without gaps (an UPDATE that draws nextval in its SET list would draw it
+-- before it waits for the row, and the loser's value would be lost).
 create or replace function claim_acquire(p_job text, p_holder text, p_lease_ms bigint)
 returns bigint language plpgsql as $$
-declare t bigint;
+declare t bigint; e timestamptz;
 begin
     insert into claims (job) values (p_job) on conflict (job) do nothing;
+    select expires_at into e from claims where job = p_job for update;
+    if e >= clock_timestamp() then
+        return null;
+    end if;
     update claims
        set holder = p_holder,
            token = nextval('claim_tokens'),
            expires_at = clock_timestamp() + p_lease_ms * interval '1 millisecond'
-     where job = p_job and expires_at < clock_timestamp()
+     where job = p_job
     returning token into t;
     return t;
 end $$;
 
 -- Renew: succeeds while holder and token are still the caller's; moves the expiry.
--- Note: it does not look at expires_at. A holder whose lease lapsed but
--- which nobody replaced keeps it, as in April's lock.
+-- Note: it does not look at the expiry's time. A holder whose lease lapsed but
+-- which nobody replaced keeps it, as in April's lock. A released claim stays
+-- released: a renewal that arrives after the release (sent before it) is refused.
 create or replace function claim_renew(p_job text, p_holder text, p_token bigint, p_lease_ms bigint)
 returns boolean language plpgsql as $$
 begin
     update claims
        set expires_at = clock_timestamp() + p_lease_ms * interval '1 millisecond'
-     where job = p_job and holder = p_holder and token = p_token;
+     where job = p_job and holder = p_holder and token = p_token
+       and expires_at <> '-infinity';
     return found;
 end $$;
 
@@ -82,6 +90,9 @@ begin
     insert into chaos_claim_audit (job, holder, token, expires_at, app, xid)
     values (new.job, new.holder, new.token, new.expires_at,
             coalesce(current_setting('application_name', true), ''), txid_current());
+    -- Pushed to the harness as the change commits (a trigger on grant or renew listens).
+    perform pg_notify('chaos_claims', json_build_object(
+        'holder', new.holder, 'token', new.token)::text);
     return null;
 end $$;
 

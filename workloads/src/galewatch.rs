@@ -110,14 +110,23 @@ impl Farm {
 pub const SEED_SQL: &str = "insert into readings (turbine_id, ts, value) \
     select 'AP-' || lpad(t::text, 4, '0'), \
            timestamptz 'epoch' + ($2 + i * $3) * interval '1 millisecond', \
-           ((t * 7919 + i) % 1000) / 10.0 \
+           ((t * 7919 + ($2 + i * $3) / 2000) % 997) / 10.0 \
       from unnest($1::int[]) as t, generate_series(0::bigint, $4::bigint - 1) as i";
 
-/// A reading's value: deterministic, so reruns compare.
+/// A reading's value: a function of (turbine, ts), so a row whose value is not this one
+/// was changed on its way (a copy that altered values or moved rows along the time grid).
+/// Modulo a prime, so a year's readings 2,000 s apart do not all share one value.
 pub fn reading_value(turbine: &str, ts_ms: i64) -> f64 {
     let n = Farm::number(turbine).unwrap_or(0) as i64;
-    ((n * 7919 + ts_ms / 2000) % 1000) as f64 / 10.0
+    ((n * 7919 + ts_ms.div_euclid(2000)).rem_euclid(997)) as f64 / 10.0
 }
+
+/// [`reading_value`] as SQL over a `readings` row: 1 when its value is not its reading's
+/// value, 0 when it is, null for a turbine name that is not a serial (nothing to compare).
+/// The shards compute it in the final read, so the check costs no row on the wire.
+pub const WRONG_VALUE_SQL: &str = "case when turbine_id ~ '^AP-[0-9]{1,9}$' then \
+    (value <> ((substr(turbine_id, 4)::bigint * 7919 \
+      + floor(extract(epoch from ts) * 1000 / 2000)::bigint) % 997) / 10.0)::int end";
 
 #[cfg(test)]
 mod tests {

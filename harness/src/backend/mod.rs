@@ -41,6 +41,11 @@ pub struct MoverSpec {
     pub program: MoverProgram,
     pub env: Vec<(String, String)>,
     pub log_path: PathBuf,
+    /// A shell command that reads `CHAOS_GATE` itself once connected (`[mover] ready =
+    /// "gate"`), instead of being held by the shell before it starts.
+    pub reads_gate: bool,
+    /// How long the mover may take to wait at its gate (connected) before the run is refused.
+    pub ready_timeout: Duration,
 }
 
 #[derive(Debug, Clone)]
@@ -172,11 +177,15 @@ impl Cluster {
 
     /// Start the movers before the scenario clock, each held at its start gate once connected
     /// (`gate`), so that `spawn` at the clock's start only lets them go.
+    /// A mover that cannot be executed, or no box's mover reaching its gate, is a setup
+    /// mistake: an error (exit 3) before the clock starts, naming the box, its exit status and
+    /// the last line of its stderr.
     pub async fn prepare_movers(&self, specs: &[MoverSpec]) -> anyhow::Result<()> {
-        match self {
-            Cluster::Process(c) => c.launcher.prepare_all(specs).await,
-            Cluster::Docker(c) => c.prepare_movers(specs).await,
-        }
+        let not_started = match self {
+            Cluster::Process(c) => c.launcher.prepare_all(specs).await?,
+            Cluster::Docker(c) => c.prepare_movers(specs).await?,
+        };
+        gate::check_started(&not_started, specs.len())
     }
 
     /// How movers are started on this backend.
@@ -207,8 +216,8 @@ impl Launcher {
     /// Start one mover now, held at its gate (connected), for a `spawn` later to let go.
     pub async fn prepare(&self, spec: &MoverSpec) -> anyhow::Result<()> {
         match self {
-            Launcher::Process(l) => l.prepare_all(std::slice::from_ref(spec)).await,
-            Launcher::Docker(l) => l.prepare(spec).await,
+            Launcher::Process(l) => l.prepare_all(std::slice::from_ref(spec)).await.map(drop),
+            Launcher::Docker(l) => l.prepare(spec).await.map(drop),
         }
     }
 

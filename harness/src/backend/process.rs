@@ -1,6 +1,6 @@
 //! The process backend: local Postgres servers on 127.0.0.1 from one cached template, movers as child processes in their own process groups.
 
-use super::gate::{self, Gate, Waited};
+use super::gate::{self, Gate, NotStarted, Waited};
 use super::{ClusterSpec, MoverProgram, MoverSpec, StopMode, START_TIMEOUT, STOP_TIMEOUT};
 use crate::pg::{PgInstall, PgNode};
 use crate::procs;
@@ -194,13 +194,11 @@ struct Prepared {
     waited: Waited,
 }
 
-/// How long a prepared mover may take to connect and reach its gate.
-const PREPARE_WAIT: Duration = Duration::from_secs(30);
-
 impl ProcessLauncher {
     /// Start every mover now and wait until each waits at its gate (connected to its
     /// databases) or has exited; a prepared mover never spawned is killed with the launcher.
-    pub async fn prepare_all(&self, specs: &[MoverSpec]) -> anyhow::Result<()> {
+    /// Returns the movers that exited before their gate (`gate::check_started` judges them).
+    pub async fn prepare_all(&self, specs: &[MoverSpec]) -> anyhow::Result<Vec<NotStarted>> {
         let mut started = Vec::new();
         for spec in specs {
             let dir = spec.log_path.parent().unwrap_or(std::path::Path::new("."));
@@ -208,30 +206,44 @@ impl ProcessLauncher {
             let (mover, stdout) = ProcessMover::start(spec, Some(gate.path()))?;
             started.push((spec.box_name.clone(), mover, stdout, gate));
         }
-        let waits = started
-            .into_iter()
-            .map(|(name, mut mover, stdout, mut gate)| async move {
+        let waits = started.into_iter().zip(specs).map(
+            |((name, mut mover, stdout, mut gate), spec)| async move {
                 let waited = gate
-                    .wait_reader(PREPARE_WAIT, || {
+                    .wait_reader(spec.ready_timeout, || {
                         matches!(mover.child.try_wait(), Ok(Some(_)))
                     })
                     .await;
-                (
-                    name,
-                    Prepared {
-                        mover,
-                        stdout,
-                        gate,
-                        waited,
-                    },
-                )
-            });
+                let prepared = Prepared {
+                    mover,
+                    stdout,
+                    gate,
+                    waited,
+                };
+                (name, spec, prepared)
+            },
+        );
         let ready = futures_util::future::join_all(waits).await;
         let mut prepared = self.prepared.lock().unwrap();
-        for (name, p) in ready {
+        let mut not_started = Vec::new();
+        for (name, spec, mut p) in ready {
+            if p.waited != Waited::Ready {
+                let code = p
+                    .mover
+                    .child
+                    .try_wait()
+                    .ok()
+                    .flatten()
+                    .and_then(|s| s.code());
+                not_started.push(NotStarted {
+                    box_name: name.clone(),
+                    code,
+                    log_path: spec.log_path.clone(),
+                    never_ready: (p.waited == Waited::TimedOut).then_some(spec.ready_timeout),
+                });
+            }
             prepared.insert(name, p);
         }
-        Ok(())
+        Ok(not_started)
     }
 
     /// The prepared mover let through its gate, or (a restart, a box not prepared) a new one.
@@ -241,7 +253,7 @@ impl ProcessLauncher {
             Some(mut p) => {
                 let limit = match p.waited {
                     Waited::TimedOut => Duration::ZERO,
-                    _ => PREPARE_WAIT,
+                    _ => spec.ready_timeout,
                 };
                 let child = &mut p.mover.child;
                 p.gate
@@ -278,13 +290,20 @@ impl ProcessMover {
             }
             (MoverProgram::Shell(line), None) => {
                 let mut c = Command::new("/bin/sh");
-                c.arg("-c").arg(format!("exec {line}"));
+                c.arg("-c").arg(gate::exec_line(line));
                 c
             }
             (MoverProgram::Shell(line), Some(_)) => {
                 let mut c = Command::new("/bin/sh");
-                c.args(["-c", gate::SHELL_HOLD, "chaos-gate", "/bin/sh", "-c"])
-                    .arg(format!("exec {line}"));
+                let shell = if spec.reads_gate {
+                    gate::SHELL_CHECK
+                } else {
+                    gate::SHELL_HOLD
+                };
+                c.args(["-c", shell, "chaos-gate"])
+                    .arg(gate::program_of(line).unwrap_or_default())
+                    .args(["/bin/sh", "-c"])
+                    .arg(gate::exec_line(line));
                 c
             }
         };

@@ -13,8 +13,7 @@
 //! What renewals actually saw is measured from the history, never taken from
 //! here.
 
-use crate::scenario::FaultEntry;
-use chaos_nemesis::{FaultKind, Rng, Stream};
+use chaos_nemesis::{Fault, FaultKind, Rng, Stream};
 use std::collections::BTreeMap;
 
 /// The target distribution, scenario ms.
@@ -39,7 +38,7 @@ const TRIES: usize = 200;
 #[derive(Debug, Clone, Default, serde::Serialize)]
 pub struct Generated {
     #[serde(skip)]
-    pub faults: Vec<FaultEntry>,
+    pub faults: Vec<Fault>,
     /// Spike windows placed, per tier (p99..p99.9, p99.9..max).
     pub spikes_p99: usize,
     pub spikes_p999: usize,
@@ -49,14 +48,6 @@ pub struct Generated {
     pub base_applied: bool,
     pub base_windows: usize,
     pub note: String,
-}
-
-/// `HH:MM:SS.mmm` for scenario ms since midnight (the scenario format, to the ms).
-pub fn clock_ms(scenario_ms: i64) -> String {
-    let day = scenario_ms.rem_euclid(86_400_000);
-    let (h, m) = (day / 3_600_000, (day / 60_000) % 60);
-    let s = (day % 60_000) as f64 / 1000.0;
-    format!("{h:02}:{m:02}:{s:06.3}")
 }
 
 fn overlaps(a: (i64, i64), b: (i64, i64)) -> bool {
@@ -138,7 +129,7 @@ pub fn generate(
             }
         }
         windows.sort();
-        let mut link_faults: Vec<(i64, FaultEntry)> = windows
+        let mut link_faults: Vec<(i64, Fault)> = windows
             .iter()
             .map(|&(a, b, level)| {
                 (
@@ -178,26 +169,20 @@ pub fn generate(
     out
 }
 
-fn latency(link: &str, a: i64, b: i64, level_ms: i64, jitter_ms: i64, note: &str) -> FaultEntry {
-    FaultEntry {
-        at: clock_ms(a),
-        until: None,
-        for_s: Some((b - a) as f64 / 1000.0),
-        note: Some(note.to_string()),
-        kind: FaultKind::Latency {
-            link: link.to_string(),
-            latency_ms: level_ms,
-            jitter_ms,
-            // The request is late: the routing db sees the renewal late, as a lease judges it.
-            stream: Stream::Upstream,
-        },
-    }
+fn latency(link: &str, a: i64, b: i64, level_ms: i64, jitter_ms: i64, note: &str) -> Fault {
+    let kind = FaultKind::Latency {
+        link: link.to_string(),
+        latency_ms: level_ms,
+        jitter_ms,
+        // The request is late: the routing db sees the renewal late, as a lease judges it.
+        stream: Stream::Upstream,
+    };
+    Fault::at(a, Some(b - a), kind).with_note(note)
 }
 
 #[cfg(test)]
 mod tests {
     use super::*;
-    use chaos_history::ScenarioClock;
 
     fn profile() -> Profile {
         Profile {
@@ -216,14 +201,7 @@ mod tests {
                     link: l,
                     latency_ms,
                     ..
-                } if l == link => {
-                    let a = ScenarioClock::parse_time_of_day(&f.at).unwrap();
-                    Some((
-                        a,
-                        a + (f.for_s.unwrap() * 1000.0).round() as i64,
-                        *latency_ms,
-                    ))
-                }
+                } if l == link => Some((f.at_ms, f.at_ms + f.duration_ms.unwrap(), *latency_ms)),
                 _ => None,
             })
             .collect()
@@ -290,14 +268,5 @@ mod tests {
             assert!(pair[0].1 <= pair[1].0, "{pair:?} overlap");
         }
         assert!(w.iter().any(|x| x.2 == 30));
-    }
-
-    #[test]
-    fn times_print_to_the_millisecond() {
-        assert_eq!(clock_ms(43_200_000 + 1_234), "12:00:01.234");
-        assert_eq!(
-            ScenarioClock::parse_time_of_day(&clock_ms(43_200_000 + 61_005)),
-            Some(43_261_005)
-        );
     }
 }

@@ -4,6 +4,14 @@
 use std::path::{Path, PathBuf};
 use std::process::{Command, Output};
 
+/// Tests of one binary that each start a whole run take turns: four movers per run already
+/// fill a 2-core machine.
+static SERIAL: std::sync::Mutex<()> = std::sync::Mutex::new(());
+
+pub fn one_at_a_time() -> std::sync::MutexGuard<'static, ()> {
+    SERIAL.lock().unwrap_or_else(|e| e.into_inner())
+}
+
 /// The `chaos` binary cargo built for this test run.
 pub fn chaos() -> PathBuf {
     PathBuf::from(env!("CARGO_BIN_EXE_chaos"))
@@ -97,4 +105,13 @@ pub fn read_json(path: &Path) -> serde_json::Value {
         &std::fs::read_to_string(path).unwrap_or_else(|e| panic!("{}: {e}", path.display())),
     )
     .unwrap()
+}
+
+/// A stored run's history, one JSON value per line.
+pub fn history_ops(run: &Path) -> Vec<serde_json::Value> {
+    std::fs::read_to_string(run.join("history.jsonl"))
+        .unwrap()
+        .lines()
+        .map(|l| serde_json::from_str(l).unwrap())
+        .collect()
 }

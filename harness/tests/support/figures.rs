@@ -168,11 +168,15 @@ pub fn april_lease_only(o: &Outcome) {
         o.stats["writes_after_expiry_s"]["box-2"]
             .as_f64()
             .unwrap_or(0.0),
-        // DESIGN: 71 s (its slowed copy ends 22:26:21). Measured 71.3 to 75.5 s: the copy
-        // ends at about 22:26:20 and its tidy-up delete (about 32,900 rows: box 2's whole
-        // copy, box 3's and the night's ingest) commits 3 to 4 scenario s after it starts.
+        // DESIGN: 71 s (its slowed copy ends 22:26:21). Measured 71.3 to 75.5 s on a quiet
+        // VM: the copy ends at about 22:26:20 and its tidy-up delete (about 32,900 rows: box
+        // 2's whole copy, box 3's and the night's ingest) commits 3 to 4 scenario s after it
+        // starts. The copy and the delete are CPU work in compressed scenario time, so a busy
+        // machine stretches them: CI (2026-12-01, docker) measured 91.4 s, its copy ending
+        // 22:26:36 and the delete committing 22:26:43. What the design guarantees is "well
+        // over a minute, and it ends with the tidy-up"; the ceiling only catches a runaway.
         64.0,
-        90.0,
+        130.0,
         o,
     );
     let lost = o.stats["lost_turbines"]
@@ -231,48 +235,52 @@ pub fn april_fenced(o: &Outcome) {
     assert_eq!(o.stats["stale_writes_accepted"].as_u64(), Some(0));
 }
 
-/// `chaos run gc-pause --expect invalid`: epoch 7 first, the paused holder's write destroys data.
+/// `chaos run gc-pause --expect invalid`: the holder (epoch 7, the first grant) is paused right
+/// after its 7th shard write, whatever its pace, and its writes on waking destroy data.
 pub fn gc_pause_lease_only(o: &Outcome) {
     println!("gc-pause (lease only): {}", o.summary());
     assert_eq!(o.code, Some(0), "verdict: {}", o.verdict);
     assert_eq!(o.verdict["valid"], "invalid");
+    assert_eq!(o.grant(0).1, 7, "the first grant is epoch 7");
     assert_eq!(
-        (o.grant(0).0.as_str(), o.grant(0).1),
-        ("box-2", 7),
-        "box 2 wins the first race with epoch 7"
+        paused(o).as_deref(),
+        Some(o.grant(0).0.as_str()),
+        "the trigger paused the holder of epoch 7"
     );
     assert!(
         o.stats["rows_lost"].as_u64().unwrap_or(0) > 0,
-        "the paused holder's tidy-up destroys the new holder's copy"
-    );
-    assert!(
-        o.history.contains("\"f\":\"pause\""),
-        "the pause is in the history"
+        "the paused holder's writes destroy data"
     );
 }
 
-/// `chaos run gc-pause --fencing on --expect valid`: epoch 7 refused after epoch 8 was served.
+/// `chaos run gc-pause --fencing on --expect valid`: the paused holder's epoch-7 write is
+/// refused after a newer epoch was served.
 pub fn gc_pause_fenced(o: &Outcome) {
     println!("gc-pause (fencing on): {}", o.summary());
     assert_eq!(o.code, Some(0), "verdict: {}", o.verdict);
     assert_eq!(o.stats["rows_lost"].as_u64(), Some(0));
-    // Box 2's refusal, not the history's first: when the pause lands inside one of box 2's
-    // write transactions, box 2 holds shard2's fence row for the 20 s. The new holder's
-    // grant-time fence then waits behind it until box 2 resumes (measured: 12:00:45.3 ->
-    // 12:00:55.0), its own 10 s lease can run out, and a third box takes the claim. The new
-    // holder's write can then be refused before box 2's is (CI, 2026-11-30: box 4's token 8
-    // refused at 12:00:56.4, box 2's token 7 at 12:00:57.8 with shard token 10; 4 of 12
-    // local runs elected a third holder the same way).
-    let refused = o.refusal_by("box-2");
-    // Tokens come from a sequence: two boxes racing for an expired claim can burn a value
-    // (the loser's UPDATE computed nextval before it lost the row), so "8" may be 9 or 10.
+    let holder = o.grant(0).0;
+    assert_eq!(paused(o).as_deref(), Some(holder.as_str()));
+    let refused = o.refusal_by(&holder);
+    // Tokens run without gaps (claim_acquire locks the row before it draws one), so the
+    // first grant is epoch 7 and the fence that refuses it was set by a later one.
     let v: Value = serde_json::from_str(refused).expect("a history line");
     let (token, shard_token) = (
         v["value"]["token"].as_i64().unwrap_or(-1),
         v["value"]["shard_token"].as_i64().unwrap_or(-1),
     );
+    assert_eq!(o.grant(0).1, 7, "the first grant is epoch 7");
     assert!(
         token == 7 && shard_token > 7,
         "epoch 7 refused after a newer epoch was served: {refused}"
     );
+}
+
+/// The box the nemesis paused (its `pause` ok line).
+fn paused(o: &Outcome) -> Option<String> {
+    o.history
+        .lines()
+        .filter_map(|l| serde_json::from_str::<Value>(l).ok())
+        .find(|v| v["f"] == "pause" && v["type"] == "ok")
+        .and_then(|v| v["value"]["target"].as_str().map(String::from))
 }

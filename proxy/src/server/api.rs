@@ -1,7 +1,9 @@
-//! The Toxiproxy 2.x HTTP API: routing, Go-compatible JSON decoding, and the handlers.
+//! The Toxiproxy 2.x HTTP API: routing, request bodies decoded as Go decodes them, and the handlers.
 
+use super::gojson::{bool_field, decode_toxicity, get_field, go_kind, str_field};
 use super::state::{dir_index, ApiErr, ProxyEntry, Shared};
-use super::toxic::{get_field, go_kind, Toxic, ToxicKind};
+use super::toxic::{decode_attributes, ToxicEntry};
+use super::toxics;
 use crate::model::Stream;
 use bytes::Bytes;
 use http_body_util::{BodyExt, Full, Limited};
@@ -283,40 +285,6 @@ fn first_json(body: &[u8]) -> Result<Value, ApiErr> {
     }
 }
 
-fn str_field(
-    obj: &serde_json::Map<String, Value>,
-    name: &str,
-    go_struct: &str,
-    out: &mut String,
-) -> Result<(), String> {
-    match get_field(obj, name) {
-        None | Some(Value::Null) => Ok(()),
-        Some(Value::String(s)) => {
-            *out = s.clone();
-            Ok(())
-        }
-        Some(v) => Err(format!(
-            "json: cannot unmarshal {} into Go struct field {go_struct}.{name} of type string",
-            go_kind(v)
-        )),
-    }
-}
-
-fn bool_field(
-    obj: &serde_json::Map<String, Value>,
-    name: &str,
-    go_struct: &str,
-) -> Result<Option<bool>, String> {
-    match get_field(obj, name) {
-        None | Some(Value::Null) => Ok(None),
-        Some(Value::Bool(b)) => Ok(Some(*b)),
-        Some(v) => Err(format!(
-            "json: cannot unmarshal {} into Go struct field {go_struct}.{name} of type bool",
-            go_kind(v)
-        )),
-    }
-}
-
 /// A proxy body decoded onto defaults, as Toxiproxy decodes into a pre-filled Proxy.
 struct ProxyInput {
     name: String,
@@ -538,17 +506,6 @@ async fn toxic_index(shared: &Shared, proxy: &str) -> Result<Resp, ApiErr> {
     Ok(to_json(StatusCode::OK, &p.toxics()))
 }
 
-fn decode_toxicity(v: &Value, go_struct: &str) -> Result<Option<f32>, String> {
-    match v {
-        Value::Null => Ok(None),
-        Value::Number(n) => Ok(n.as_f64().map(|f| f as f32)),
-        other => Err(format!(
-            "json: cannot unmarshal {} into Go struct field {go_struct}.toxicity of type float32",
-            go_kind(other)
-        )),
-    }
-}
-
 async fn toxic_create(shared: &Shared, proxy: &str, body: &[u8]) -> Result<Resp, ApiErr> {
     let mut proxies = shared.proxies.lock().await;
     let p = proxies.get_mut(proxy).ok_or_else(ApiErr::proxy_not_found)?;
@@ -585,21 +542,21 @@ async fn toxic_create(shared: &Shared, proxy: &str, body: &[u8]) -> Result<Resp,
     if name.is_empty() {
         name = format!("{type_name}_{stream_raw}");
     }
-    let mut kind =
-        ToxicKind::from_type(&type_name).ok_or_else(|| ApiErr::new("invalid toxic type", 400))?;
+    let mut toxic =
+        toxics::by_type(&type_name).ok_or_else(|| ApiErr::new("invalid toxic type", 400))?;
     if p.find_toxic(&name).is_some() {
         return Err(ApiErr::new("toxic already exists", 409));
     }
     if let Some(attrs) = get_field(&obj, "attributes") {
-        kind.decode_attributes(attrs).map_err(ApiErr::bad_body)?;
+        decode_attributes(toxic.as_mut(), attrs).map_err(ApiErr::bad_body)?;
     }
-    let toxic = Toxic {
+    let toxic = ToxicEntry {
         id: shared.toxic_id(),
         version: 0,
         name,
         stream_raw,
         toxicity,
-        kind,
+        toxic,
     };
     let d = dir_index(direction);
     let resp = to_json(StatusCode::OK, &toxic);
@@ -629,10 +586,7 @@ async fn toxic_update(
     match &v {
         Value::Object(obj) => {
             if let Some(attrs) = get_field(obj, "attributes") {
-                updated
-                    .kind
-                    .decode_attributes(attrs)
-                    .map_err(ApiErr::bad_body)?;
+                decode_attributes(updated.toxic.as_mut(), attrs).map_err(ApiErr::bad_body)?;
             }
             if let Some(t) = get_field(obj, "toxicity") {
                 if let Some(t) = decode_toxicity(t, "").map_err(ApiErr::bad_body)? {

@@ -1,13 +1,20 @@
 //! The in-process Toxiproxy-compatible server: start it, find its API address, stop it.
 
 mod api;
+mod deadline;
+mod gojson;
 mod pipe;
 mod precise;
+mod sockets;
 mod state;
+mod tap;
 mod toxic;
+mod toxics;
 
 pub use api::VERSION;
+pub(crate) use deadline::Deadline;
 pub(crate) use precise::sleep_until as precise_sleep_until;
+pub use tap::{Tap, TapData, TapEvent, TapVerdict, Taps};
 
 use crate::error::ProxyError;
 use state::Shared;
@@ -56,6 +63,7 @@ pub async fn start(listen: SocketAddr) -> Result<ProxyServer, ProxyError> {
 /// the history. Stopped by [`ProxyThread::shutdown`], or by dropping it.
 pub struct ProxyThread {
     api_addr: SocketAddr,
+    taps: Taps,
     stop: Option<oneshot::Sender<()>>,
     done: Option<oneshot::Receiver<()>>,
 }
@@ -63,11 +71,33 @@ pub struct ProxyThread {
 /// Start a server on its own runtime and threads (named `chaos-proxy`), each asking for a
 /// real-time priority ([`crate::realtime::raise_current_thread`]) where permitted.
 pub fn start_on_own_threads(listen: SocketAddr, threads: usize) -> Result<ProxyThread, ProxyError> {
+    start_on_threads(listen, threads, true)
+}
+
+/// The workers' name when they ask for a real-time priority, and when they do not.
+pub const REALTIME_THREAD_NAME: &str = "chaos-proxy";
+pub const NORMAL_THREAD_NAME: &str = "chaos-proxy-cfs";
+
+/// [`start_on_own_threads`], choosing whether the workers ask for a real-time priority: the
+/// benchmark compares both (a real-time worker wakes on its own CPU, never beside the waker,
+/// and preempts whatever runs there).
+pub fn start_on_threads(
+    listen: SocketAddr,
+    threads: usize,
+    realtime: bool,
+) -> Result<ProxyThread, ProxyError> {
+    let name = if realtime {
+        REALTIME_THREAD_NAME
+    } else {
+        NORMAL_THREAD_NAME
+    };
     let rt = tokio::runtime::Builder::new_multi_thread()
         .worker_threads(threads.max(1))
-        .thread_name("chaos-proxy")
-        .on_thread_start(|| {
-            crate::realtime::raise_current_thread();
+        .thread_name(name)
+        .on_thread_start(move || {
+            if realtime {
+                crate::realtime::raise_current_thread();
+            }
         })
         .enable_all()
         .build()
@@ -86,7 +116,7 @@ pub fn start_on_own_threads(listen: SocketAddr, threads: usize) -> Result<ProxyT
                         return;
                     }
                 };
-                let _ = addr_tx.send(Ok(server.api_addr()));
+                let _ = addr_tx.send(Ok((server.api_addr(), server.taps())));
                 // Ends on shutdown, or when the handle is dropped.
                 let _ = stop_rx.await;
                 server.shutdown().await;
@@ -95,11 +125,12 @@ pub fn start_on_own_threads(listen: SocketAddr, threads: usize) -> Result<ProxyT
             let _ = done_tx.send(());
         })
         .map_err(ProxyError::Runtime)?;
-    let api_addr = addr_rx
+    let (api_addr, taps) = addr_rx
         .recv()
         .map_err(|_| ProxyError::Runtime(std::io::Error::other("the proxy thread ended")))??;
     Ok(ProxyThread {
         api_addr,
+        taps,
         stop: Some(stop_tx),
         done: Some(done_rx),
     })
@@ -108,6 +139,11 @@ pub fn start_on_own_threads(listen: SocketAddr, threads: usize) -> Result<ProxyT
 impl ProxyThread {
     pub fn api_addr(&self) -> SocketAddr {
         self.api_addr
+    }
+
+    /// Subscribe to the bytes of this server's proxies ([`Taps::subscribe`]).
+    pub fn taps(&self) -> Taps {
+        self.taps.clone()
     }
 
     /// Close every listener and connection, and wait until the threads are gone.
@@ -146,6 +182,11 @@ impl ProxyServer {
     /// The bound API address (give this to [`crate::client::ToxiproxyClient::new`]).
     pub fn api_addr(&self) -> SocketAddr {
         self.api_addr
+    }
+
+    /// Subscribe to the bytes of this server's proxies ([`Taps::subscribe`]).
+    pub fn taps(&self) -> Taps {
+        self.shared.taps.clone()
     }
 
     /// Close the API listener, every proxy listener and every proxied connection, and wait.

@@ -1,23 +1,31 @@
-//! One proxied TCP connection: a pump per direction applying that direction's live toxic chain.
+//! One proxied TCP connection: a pump per direction offering its data to that direction's live toxic chain.
 //!
-//! Each pump is a single loop that both reads and writes, so with no toxic a chunk goes from
-//! `read` to `write_all` with no task hop (the fast path), and with a latency toxic the read
-//! side keeps stamping arrival times while the head chunk waits for `arrival + latency`:
-//! delays never accumulate behind one another.
+//! Each pump is a single loop that both reads and writes. With no toxic, nothing queued and
+//! no tap listening, a pump passes bytes through ([`Pump::pass_through`]): each read is
+//! written from the read buffer itself, with no copy, no queue, no arrival stamp and no walk
+//! of the chain, so a link without toxics pays for none of what toxics need. Otherwise the
+//! read side keeps stamping arrival times while the head chunk waits for `arrival + latency`:
+//! delays never accumulate behind one another. What a toxic does is its own
+//! (`server::toxics`); the pump keeps the queue, each toxic's per-connection state and the
+//! toxicity rolls, and does what the toxics answer.
 
-use super::toxic::{Toxic, ToxicKind};
+use super::deadline::Deadline;
+use super::sockets::Sockets;
+use super::tap::{TapData, TapEvent, TapPoint};
+use super::toxic::Chain;
+use super::toxics::{AnyState, Chunk, Close, End, Flow, Head, Rng};
+use crate::model::Stream;
 use std::collections::{HashMap, VecDeque};
+use std::future::Future;
+use std::pin::Pin;
 use std::sync::atomic::{AtomicU64, AtomicU8, Ordering};
 use std::sync::Arc;
-use std::time::{Duration, SystemTime, UNIX_EPOCH};
+use std::time::Duration;
 use tokio::io::{AsyncReadExt, AsyncWriteExt};
 use tokio::net::tcp::{ReadHalf, WriteHalf};
 use tokio::net::TcpStream;
 use tokio::sync::{watch, Notify};
 use tokio::time::Instant;
-
-/// The toxics of one direction of one proxy, in the order they were added (Toxiproxy's chain order).
-pub(crate) type Chain = Arc<Vec<Toxic>>;
 
 /// Largest single read; Toxiproxy's io.Copy uses 32 KiB too.
 const READ_BUF_BYTES: usize = 32 * 1024;
@@ -28,28 +36,44 @@ const UPSTREAM_CONNECT_TIMEOUT: Duration = Duration::from_secs(5);
 /// After the other side closed, queued (delayed) data is still delivered, but not for longer than this.
 const DRAIN_LIMIT: Duration = Duration::from_secs(60);
 
-const END_NONE: u8 = 0;
-/// A source reached EOF and its queue drained: the other direction drains, then all closes.
-const END_GRACEFUL: u8 = 1;
-/// A toxic, a write error, or the data limit closed the connection: stop now.
-const END_CLOSE: u8 = 2;
-/// As END_CLOSE, but with SO_LINGER 0 so the peers see a TCP RST.
-const END_RESET: u8 = 3;
-
-/// How the connection ends; shared by the two pumps of one connection.
+/// How the connection ends; shared by the two pumps of one connection. Held as a number so
+/// either pump can escalate it without a lock.
 struct ConnEnd {
     state: AtomicU8,
     notify: Notify,
 }
 
+/// `ConnEnd::state` before the connection has an end.
+const NOT_ENDED: u8 = 0;
+
+fn end_code(end: End) -> u8 {
+    match end {
+        End::Graceful => 1,
+        End::Close => 2,
+        End::Reset => 3,
+    }
+}
+
 impl ConnEnd {
-    fn get(&self) -> u8 {
-        self.state.load(Ordering::Acquire)
+    fn new() -> Self {
+        ConnEnd {
+            state: AtomicU8::new(NOT_ENDED),
+            notify: Notify::new(),
+        }
+    }
+
+    fn get(&self) -> Option<End> {
+        match self.state.load(Ordering::Acquire) {
+            1 => Some(End::Graceful),
+            2 => Some(End::Close),
+            3 => Some(End::Reset),
+            _ => None,
+        }
     }
 
     /// Escalate only (graceful can become a reset, never the reverse).
-    fn set(&self, kind: u8) {
-        self.state.fetch_max(kind, Ordering::AcqRel);
+    fn set(&self, end: End) {
+        self.state.fetch_max(end_code(end), Ordering::AcqRel);
         self.notify.notify_waiters();
     }
 
@@ -59,7 +83,7 @@ impl ConnEnd {
             tokio::pin!(notified);
             // Register before checking so a set() between check and await is not lost.
             notified.as_mut().enable();
-            if self.get() >= END_CLOSE {
+            if self.get() >= Some(End::Close) {
                 return;
             }
             notified.await;
@@ -67,11 +91,36 @@ impl ConnEnd {
     }
 }
 
+/// Numbers connections for tap listeners, process-wide.
+static NEXT_CONNECTION: AtomicU64 = AtomicU64::new(1);
+
+/// What a connection's pumps need to show their bytes to the proxy's tap listeners.
+struct ConnTap {
+    point: Arc<TapPoint>,
+    proxy: Arc<str>,
+    connection: u64,
+}
+
+impl ConnTap {
+    fn event<'a>(&'a self, stream: Stream, at: Instant, data: TapData<'a>) -> TapEvent<'a> {
+        TapEvent {
+            proxy: &self.proxy,
+            connection: self.connection,
+            stream,
+            at: at.into_std(),
+            data,
+        }
+    }
+}
+
 /// Proxy one accepted client to `upstream` until either side ends or the task is aborted
 /// (aborting drops both sockets, which is how `enabled: false` cuts connections).
+#[allow(clippy::too_many_arguments)]
 pub(crate) async fn run_connection(
     mut client: TcpStream,
-    sockets: std::sync::Arc<super::state::Sockets>,
+    sockets: Arc<Sockets>,
+    proxy: Arc<str>,
+    tap: Arc<TapPoint>,
     upstream: String,
     up_chain: watch::Receiver<Chain>,
     down_chain: watch::Receiver<Chain>,
@@ -85,20 +134,22 @@ pub(crate) async fn run_connection(
     // Go sets TCP_NODELAY on every TCP connection; without it Nagle would add latency to small writes.
     let _ = client.set_nodelay(true);
     let _ = server.set_nodelay(true);
-    // A disable shuts both sockets down from the API call (state::Sockets); dropped at the end.
+    // A disable shuts both sockets down from the API call (see `Sockets`); dropped at the end.
     let _registered = {
         use std::os::fd::AsFd;
         sockets.register(&[client.as_fd(), server.as_fd()])
     };
-    let end = ConnEnd {
-        state: AtomicU8::new(END_NONE),
-        notify: Notify::new(),
+    let end = ConnEnd::new();
+    let tap = ConnTap {
+        point: tap,
+        proxy,
+        connection: NEXT_CONNECTION.fetch_add(1, Ordering::Relaxed),
     };
     {
         let (cr, cw) = client.split();
         let (sr, sw) = server.split();
-        let up = Pump::new(up_chain, &end).run(cr, sw);
-        let down = Pump::new(down_chain, &end).run(sr, cw);
+        let up = Pump::new(up_chain, &end, &tap, Stream::Upstream).run(cr, sw);
+        let down = Pump::new(down_chain, &end, &tap, Stream::Downstream).run(sr, cw);
         let both = async { tokio::join!(up, down) };
         // A hard end must not wait for a pump stuck writing to a peer that does not read.
         tokio::select! {
@@ -106,48 +157,49 @@ pub(crate) async fn run_connection(
             _ = end.wait_hard() => {}
         }
     }
-    if end.get() == END_RESET {
+    if end.get() == Some(End::Reset) {
         // SO_LINGER 0 turns close() into a RST, as Toxiproxy's reset_peer does with SetLinger(0).
         let _ = client.set_zero_linger();
         let _ = server.set_zero_linger();
     }
+    if tap.point.is_listened() {
+        let now = Instant::now();
+        for stream in [Stream::Upstream, Stream::Downstream] {
+            tap.point.deliver(&tap.event(stream, now, TapData::End));
+        }
+    }
 }
 
-/// Per-connection, per-toxic state (Toxiproxy keeps the equivalent on each ToxicStub).
+/// What one connection keeps for one toxic of its chain.
 struct LinkToxic {
     version: u64,
-    /// Outcome of the toxicity roll for this link; false runs a noop instead.
+    /// Outcome of the toxicity roll for this connection; false runs a noop instead.
     active: bool,
-    /// When the toxic (re)started on this link, or the last data a timeout toxic swallowed.
-    since: Instant,
-    /// limit_data: bytes passed so far.
-    sent_bytes: i64,
-    /// bandwidth: when the link is free to send again.
-    busy_until: Option<Instant>,
-    /// reset_peer: when the RST fires, once data has arrived.
-    reset_at: Option<Instant>,
-    is_timeout: bool,
+    closes_on_removal: bool,
+    state: AnyState,
 }
 
-struct Chunk {
-    data: Vec<u8>,
-    /// Arrival time, moved forward by each latency toxic applied (as Toxiproxy's StreamChunk.Timestamp).
-    ts: Instant,
-    /// Ids of toxics this chunk has been through.
-    applied: Vec<u64>,
-    /// A wait computed by toxic (id, version), kept so a re-evaluation does not re-roll jitter.
-    pending: Option<(u64, u64, Instant)>,
-    /// limit_data reached: close after writing this chunk.
-    close_after: bool,
-}
-
-enum Head {
+/// What the head of the queue comes to after the chain.
+enum Next {
     Empty,
     Write(Chunk),
     Dropped,
     Wait(Instant),
-    Close(u8),
+    End(End),
 }
+
+/// What ended a stretch of [`Pump::pass_through`]; the general loop takes over from there.
+enum Passed {
+    /// The chain changed (it may be empty again), or a held chunk was queued.
+    Changed,
+    /// The connection has an end (set by either pump, or by a toxic's removal).
+    Ended,
+    /// The source ended at this instant.
+    Eof(Instant),
+}
+
+/// A listener's hold on a stream.
+type Hold = Pin<Box<dyn Future<Output = ()> + Send>>;
 
 struct Pump<'a> {
     chain_rx: watch::Receiver<Chain>,
@@ -157,19 +209,21 @@ struct Pump<'a> {
     queue: VecDeque<Chunk>,
     queued_bytes: usize,
     states: HashMap<u64, LinkToxic>,
-    rng: u64,
+    rng: Rng,
+    tap: &'a ConnTap,
+    stream: Stream,
+    /// Made when a toxic first makes this link wait.
+    deadline: Option<Deadline>,
 }
 
-static RNG_SEQ: AtomicU64 = AtomicU64::new(0x9E37_79B9_7F4A_7C15);
-
 impl<'a> Pump<'a> {
-    fn new(mut chain_rx: watch::Receiver<Chain>, end: &'a ConnEnd) -> Self {
+    fn new(
+        mut chain_rx: watch::Receiver<Chain>,
+        end: &'a ConnEnd,
+        tap: &'a ConnTap,
+        stream: Stream,
+    ) -> Self {
         let chain = chain_rx.borrow_and_update().clone();
-        let nanos = SystemTime::now()
-            .duration_since(UNIX_EPOCH)
-            .map(|d| d.as_nanos() as u64)
-            .unwrap_or(1);
-        let seed = nanos ^ RNG_SEQ.fetch_add(0x9E37_79B9_7F4A_7C15, Ordering::Relaxed);
         let mut p = Pump {
             chain_rx,
             chain,
@@ -178,58 +232,41 @@ impl<'a> Pump<'a> {
             queue: VecDeque::new(),
             queued_bytes: 0,
             states: HashMap::new(),
-            rng: seed | 1,
+            rng: Rng::seeded(),
+            tap,
+            stream,
+            deadline: None,
         };
-        let _ = p.refresh(Instant::now());
+        // A new pump has no toxic to remove, so this start never ends the connection.
+        p.refresh(Instant::now());
         p
     }
 
-    /// xorshift64*: toxicity rolls and jitter need no cryptographic quality.
-    fn next_u64(&mut self) -> u64 {
-        let mut x = self.rng;
-        x ^= x >> 12;
-        x ^= x << 25;
-        x ^= x >> 27;
-        self.rng = x;
-        x.wrapping_mul(0x2545_F491_4F6C_DD1D)
-    }
-
-    fn next_f32(&mut self) -> f32 {
-        (self.next_u64() >> 40) as f32 / (1u64 << 24) as f32
-    }
-
-    /// Sync per-link state with the chain. Returns an end kind if a removed toxic closes the link:
-    /// Toxiproxy's timeout toxic closes its stub on removal (TimeoutToxic.Cleanup).
-    fn refresh(&mut self, now: Instant) -> Option<u8> {
+    /// Sync per-connection state with the chain: a new or updated toxic (re)starts here with
+    /// a new toxicity roll. Returns an end if a removed toxic closes the connection
+    /// (Toxiproxy's TimeoutToxic.Cleanup).
+    fn refresh(&mut self, now: Instant) -> Option<End> {
         let chain = self.chain.clone();
         for t in chain.iter() {
-            let fresh = match self.states.get(&t.id) {
-                Some(s) => s.version != t.version,
-                None => true,
-            };
-            if fresh {
-                let sent = self.states.get(&t.id).map(|s| s.sent_bytes).unwrap_or(0);
-                // rand in [0,1) < toxicity, as ToxicStub.Run.
-                let active = self.next_f32() < t.toxicity;
-                self.states.insert(
-                    t.id,
-                    LinkToxic {
-                        version: t.version,
-                        active,
-                        since: now,
-                        sent_bytes: sent,
-                        busy_until: None,
-                        reset_at: None,
-                        is_timeout: matches!(t.kind, ToxicKind::Timeout { .. }),
-                    },
-                );
+            if matches!(self.states.get(&t.id), Some(s) if s.version == t.version) {
+                continue;
             }
+            let before = self.states.remove(&t.id).map(|s| s.state);
+            // rand in [0,1) < toxicity, as ToxicStub.Run.
+            let active = self.rng.next_f32() < t.toxicity;
+            let link = LinkToxic {
+                version: t.version,
+                active,
+                closes_on_removal: t.toxic.closes_on_removal(),
+                state: t.toxic.start(now, before),
+            };
+            self.states.insert(t.id, link);
         }
         let mut close = None;
         self.states.retain(|id, st| {
             let keep = chain.iter().any(|t| t.id == *id);
-            if !keep && st.is_timeout {
-                close = Some(END_CLOSE);
+            if !keep && st.closes_on_removal {
+                close = Some(End::Close);
             }
             keep
         });
@@ -244,6 +281,93 @@ impl<'a> Pump<'a> {
         close
     }
 
+    /// Take a chain change the watch reported (`changed()`'s result). Returns an end if a
+    /// removed toxic closes the connection.
+    fn take_chain(&mut self, changed: Result<(), watch::error::RecvError>) -> Option<End> {
+        match changed {
+            Ok(()) => {
+                self.chain = self.chain_rx.borrow_and_update().clone();
+                self.refresh(Instant::now())
+            }
+            // Proxy deleted; its accept task is about to abort this connection anyway.
+            Err(_) => {
+                self.chain_live = false;
+                None
+            }
+        }
+    }
+
+    /// Take a chain change made while a listener held the stream, before its bytes go on.
+    fn sync_chain(&mut self) -> Option<End> {
+        match self.chain_rx.has_changed() {
+            Ok(true) => self.take_chain(Ok(())),
+            Ok(false) => None,
+            Err(e) => self.take_chain(Err(e)),
+        }
+    }
+
+    /// Show bytes read at `at` to the tap's listeners; the hold they ask for, if any.
+    fn tap_bytes(&self, bytes: &[u8], at: Instant) -> Option<Hold> {
+        let event = self.tap.event(self.stream, at, TapData::Bytes(bytes));
+        self.tap.point.deliver(&event)
+    }
+
+    /// Nothing to do for toxics: write each read straight from `buf`. Returns when a toxic
+    /// arrives, the connection ends or the source does.
+    async fn pass_through(
+        &mut self,
+        src: &mut ReadHalf<'_>,
+        dst: &mut WriteHalf<'_>,
+        buf: &mut [u8],
+    ) -> Passed {
+        let end = self.end;
+        // Registered before the check, so an end set between the two is not missed.
+        let ended = end.notify.notified();
+        tokio::pin!(ended);
+        ended.as_mut().enable();
+        if end.get().is_some() {
+            return Passed::Ended;
+        }
+        loop {
+            let n = tokio::select! {
+                // Toxic changes first, so data that arrives after an API call answered sees the new chain.
+                biased;
+                r = self.chain_rx.changed(), if self.chain_live => {
+                    if let Some(e) = self.take_chain(r) {
+                        self.end.set(e);
+                    }
+                    return Passed::Changed;
+                }
+                _ = ended.as_mut() => return Passed::Ended,
+                r = src.read(buf) => match r {
+                    Ok(0) | Err(_) => return Passed::Eof(Instant::now()),
+                    Ok(n) => n,
+                },
+            };
+            // The one check a chunk pays for the tap when nobody listens.
+            if self.tap.point.is_listened() {
+                let at = Instant::now();
+                if let Some(hold) = self.tap_bytes(&buf[..n], at) {
+                    hold.await;
+                    if let Some(e) = self.sync_chain() {
+                        self.end.set(e);
+                        return Passed::Ended;
+                    }
+                    if !self.chain.is_empty() {
+                        // A toxic came while the bytes were held: they meet it.
+                        self.queued_bytes += n;
+                        self.queue.push_back(Chunk::arrived(buf[..n].to_vec(), at));
+                        return Passed::Changed;
+                    }
+                }
+            }
+            if dst.write_all(&buf[..n]).await.is_err() {
+                self.end.set(End::Close);
+                return Passed::Ended;
+            }
+        }
+    }
+
     fn pop(&mut self) -> Option<Chunk> {
         let c = self.queue.pop_front()?;
         self.queued_bytes -= c.data.len();
@@ -255,169 +379,49 @@ impl<'a> Pump<'a> {
         self.queue.push_front(c);
     }
 
-    /// Run the head chunk through every toxic it has not been through yet.
-    fn process_head(&mut self, now: Instant) -> Head {
+    /// Offer the head chunk to every active toxic it has not been through yet, in chain order.
+    fn process_head(&mut self, now: Instant) -> Next {
         let Some(mut chunk) = self.pop() else {
-            return Head::Empty;
+            return Next::Empty;
         };
         let chain = self.chain.clone();
         for t in chain.iter() {
             if chunk.applied.contains(&t.id) {
                 continue;
             }
-            let active = self.states.get(&t.id).map(|s| s.active).unwrap_or(false);
-            if !active {
+            let Some(st) = self.states.get_mut(&t.id).filter(|s| s.active) else {
                 chunk.applied.push(t.id);
                 continue;
+            };
+            let mut head = Head::new(&mut chunk, now, &mut self.rng, (t.id, t.version));
+            let flow = t.toxic.pipe(&mut st.state, &mut head);
+            if let Some(rest) = head.into_rest() {
+                self.push_front(rest);
             }
-            match t.kind {
-                ToxicKind::Latency { latency, jitter } => {
-                    let target = match chunk.pending {
-                        Some((id, ver, at)) if id == t.id && ver == t.version => at,
-                        _ => {
-                            let mut delay_ms = latency;
-                            if jitter > 0 {
-                                delay_ms += (self.next_u64() % (jitter as u64 * 2)) as i64 - jitter;
-                            }
-                            let at = chunk.ts + Duration::from_millis(delay_ms.max(0) as u64);
-                            chunk.pending = Some((t.id, t.version, at));
-                            at
-                        }
-                    };
-                    if now < target {
-                        self.push_front(chunk);
-                        return Head::Wait(target);
-                    }
-                    chunk.ts = target;
-                    chunk.pending = None;
+            match flow {
+                Flow::Pass => chunk.pending = None,
+                Flow::Wait(at) => {
+                    chunk.pending = Some((t.id, t.version, at));
+                    self.push_front(chunk);
+                    return Next::Wait(at);
                 }
-                ToxicKind::Bandwidth { rate } => {
-                    if rate > 0 {
-                        // Toxiproxy sends at most rate*100 bytes (100 ms worth) at a time.
-                        let max_piece = (rate as usize).saturating_mul(100).max(1);
-                        if chunk.data.len() > max_piece && chunk.pending.is_none() {
-                            let rest = chunk.data.split_off(max_piece);
-                            self.push_front(Chunk {
-                                data: rest,
-                                ts: chunk.ts,
-                                applied: chunk.applied.clone(),
-                                pending: None,
-                                close_after: chunk.close_after,
-                            });
-                            chunk.close_after = false;
-                        }
-                        let target = match chunk.pending {
-                            Some((id, ver, at)) if id == t.id && ver == t.version => at,
-                            _ => {
-                                let st = self.states.get_mut(&t.id).expect("state synced");
-                                let start = st.busy_until.map_or(now, |b| b.max(now));
-                                let cost = Duration::from_nanos(
-                                    (chunk.data.len() as u64).saturating_mul(1_000_000)
-                                        / rate as u64,
-                                );
-                                let at = start + cost;
-                                st.busy_until = Some(at);
-                                chunk.pending = Some((t.id, t.version, at));
-                                at
-                            }
-                        };
-                        if now < target {
-                            self.push_front(chunk);
-                            return Head::Wait(target);
-                        }
-                        chunk.pending = None;
-                    }
-                }
-                ToxicKind::Slicer {
-                    average_size,
-                    size_variation,
-                    delay,
-                } => {
-                    if let Some((id, ver, at)) = chunk.pending {
-                        if id == t.id && ver == t.version {
-                            if now < at {
-                                self.push_front(chunk);
-                                return Head::Wait(at);
-                            }
-                            chunk.pending = None;
-                        }
-                    }
-                    let len = chunk.data.len() as i64;
-                    // Same stop rule as Toxiproxy's SlicerToxic.chunk; average_size <= 0 would
-                    // recurse forever there, so it passes data unsliced here.
-                    if average_size > 0 && len - average_size > size_variation {
-                        let mut size = average_size;
-                        if size_variation > 0 {
-                            size += (self.next_u64() % (size_variation as u64 * 2)) as i64
-                                - size_variation;
-                        }
-                        let size = size.clamp(1, len - 1) as usize;
-                        let rest = chunk.data.split_off(size);
-                        let at = now + Duration::from_micros(delay.max(0) as u64);
-                        self.push_front(Chunk {
-                            data: rest,
-                            ts: chunk.ts,
-                            applied: chunk.applied.clone(),
-                            pending: Some((t.id, t.version, at)),
-                            close_after: chunk.close_after,
-                        });
-                        chunk.close_after = false;
-                    }
-                }
-                ToxicKind::LimitData { bytes } => {
-                    let st = self.states.get_mut(&t.id).expect("state synced");
-                    let remaining = bytes - st.sent_bytes;
-                    if remaining <= 0 {
-                        return Head::Close(END_CLOSE);
-                    }
-                    if (chunk.data.len() as i64) > remaining {
-                        chunk.data.truncate(remaining as usize);
-                    }
-                    let st = self.states.get_mut(&t.id).expect("state synced");
-                    st.sent_bytes += chunk.data.len() as i64;
-                    if st.sent_bytes >= bytes {
-                        chunk.close_after = true;
-                    }
-                }
-                ToxicKind::Timeout { .. } => {
-                    // Data is swallowed; Toxiproxy restarts its close timer on every chunk.
-                    if let Some(st) = self.states.get_mut(&t.id) {
-                        st.since = now;
-                    }
-                    return Head::Dropped;
-                }
-                ToxicKind::ResetPeer { timeout } => {
-                    let st = self.states.get_mut(&t.id).expect("state synced");
-                    if st.reset_at.is_none() {
-                        st.reset_at = Some(now + Duration::from_millis(timeout.max(0) as u64));
-                    }
-                    return Head::Dropped;
-                }
-                ToxicKind::SlowClose { .. } => {}
+                Flow::Drop => return Next::Dropped,
+                Flow::End(end) => return Next::End(end),
             }
             chunk.applied.push(t.id);
         }
-        Head::Write(chunk)
+        Next::Write(chunk)
     }
 
-    /// Deadlines that end the link without data: timeout toxics and a triggered reset_peer.
-    fn link_deadline(&self) -> Option<(Instant, u8)> {
-        let mut best: Option<(Instant, u8)> = None;
+    /// The earliest instant an active toxic ends the connection with no data (a timeout, a
+    /// triggered reset_peer); the first in chain order on a tie.
+    fn link_deadline(&self) -> Option<(Instant, End)> {
+        let mut best: Option<(Instant, End)> = None;
         for t in self.chain.iter() {
-            let Some(st) = self.states.get(&t.id) else {
+            let Some(st) = self.states.get(&t.id).filter(|s| s.active) else {
                 continue;
             };
-            if !st.active {
-                continue;
-            }
-            let cand = match t.kind {
-                ToxicKind::Timeout { timeout } if timeout > 0 => {
-                    Some((st.since + Duration::from_millis(timeout as u64), END_CLOSE))
-                }
-                ToxicKind::ResetPeer { .. } => st.reset_at.map(|at| (at, END_RESET)),
-                _ => None,
-            };
-            if let Some(c) = cand {
+            if let Some(c) = t.toxic.deadline(&st.state) {
                 if !matches!(best, Some(b) if b.0 <= c.0) {
                     best = Some(c);
                 }
@@ -427,24 +431,18 @@ impl<'a> Pump<'a> {
     }
 
     /// What EOF on the source turns into after the queue drained: Toxiproxy passes the close
-    /// down the chain, where slow_close and reset_peer each hold it for their delay.
-    fn eof_plan(&self, eof_at: Instant) -> (Instant, u8) {
-        let mut at = eof_at;
-        let mut kind = END_GRACEFUL;
+    /// down the chain, where each active toxic may hold it back or harden it.
+    fn eof_plan(&self, eof_at: Instant) -> Close {
+        let mut close = Close {
+            at: eof_at,
+            end: End::Graceful,
+        };
         for t in self.chain.iter() {
-            if !self.states.get(&t.id).is_some_and(|s| s.active) {
-                continue;
-            }
-            match t.kind {
-                ToxicKind::SlowClose { delay } => at += Duration::from_millis(delay.max(0) as u64),
-                ToxicKind::ResetPeer { timeout } => {
-                    at += Duration::from_millis(timeout.max(0) as u64);
-                    kind = END_RESET;
-                }
-                _ => {}
+            if self.states.get(&t.id).is_some_and(|s| s.active) {
+                t.toxic.on_eof(&mut close);
             }
         }
-        (at, kind)
+        close
     }
 
     async fn run(mut self, mut src: ReadHalf<'_>, mut dst: WriteHalf<'_>) {
@@ -452,10 +450,16 @@ impl<'a> Pump<'a> {
         let mut eof_at: Option<Instant> = None;
         let mut drain_deadline: Option<Instant> = None;
         loop {
+            if eof_at.is_none() && self.chain.is_empty() && self.queue.is_empty() {
+                match self.pass_through(&mut src, &mut dst, &mut buf).await {
+                    Passed::Changed | Passed::Ended => {}
+                    Passed::Eof(at) => eof_at = Some(at),
+                }
+            }
             let now = Instant::now();
             match self.end.get() {
-                END_NONE => {}
-                END_GRACEFUL => {
+                None => {}
+                Some(End::Graceful) => {
                     // The other direction closed: stop reading, deliver what is queued, then end.
                     if eof_at.is_none() {
                         eof_at = Some(now);
@@ -464,86 +468,98 @@ impl<'a> Pump<'a> {
                         drain_deadline = Some(now + DRAIN_LIMIT);
                     }
                 }
-                _ => return,
+                Some(_) => return,
             }
             if drain_deadline.is_some_and(|d| now >= d) {
-                self.end.set(END_CLOSE);
+                self.end.set(End::Close);
                 return;
             }
             let mut wait_until: Option<Instant> = None;
             match self.process_head(now) {
-                Head::Write(chunk) => {
+                Next::Write(chunk) => {
                     if dst.write_all(&chunk.data).await.is_err() {
-                        self.end.set(END_CLOSE);
+                        self.end.set(End::Close);
                         return;
                     }
                     if chunk.close_after {
-                        self.end.set(END_CLOSE);
+                        self.end.set(End::Close);
                         return;
                     }
                     continue;
                 }
-                Head::Dropped => continue,
-                Head::Close(kind) => {
-                    self.end.set(kind);
+                Next::Dropped => continue,
+                Next::End(end) => {
+                    self.end.set(end);
                     return;
                 }
-                Head::Wait(at) => wait_until = Some(at),
-                Head::Empty => {
+                Next::Wait(at) => wait_until = Some(at),
+                Next::Empty => {
                     if let Some(eof) = eof_at {
-                        let (at, kind) = self.eof_plan(eof);
-                        if now >= at {
-                            if kind == END_GRACEFUL {
+                        let close = self.eof_plan(eof);
+                        if now >= close.at {
+                            if close.end == End::Graceful {
                                 // FIN to the destination, like Toxiproxy closing it.
                                 let _ = dst.shutdown().await;
                             }
-                            self.end.set(kind);
+                            self.end.set(close.end);
                             return;
                         }
-                        wait_until = Some(at);
+                        wait_until = Some(close.at);
                     }
                 }
             }
-            if let Some((at, kind)) = self.link_deadline() {
+            if let Some((at, end)) = self.link_deadline() {
                 if at <= now {
-                    self.end.set(kind);
+                    self.end.set(end);
                     return;
                 }
                 wait_until = Some(wait_until.map_or(at, |w| w.min(at)));
             }
             let can_read = eof_at.is_none() && self.queued_bytes < MAX_QUEUED_BYTES;
-            let sleep_at = wait_until.unwrap_or(now);
+            let sleep_at = wait_until.unwrap_or(now).into_std();
+            if wait_until.is_some() && self.deadline.is_none() {
+                self.deadline = Deadline::new().ok();
+            }
             tokio::select! {
                 // Toxic changes first, so data that arrives after an API call answered sees the new chain.
                 biased;
-                r = self.chain_rx.changed(), if self.chain_live => match r {
-                    Ok(()) => {
-                        self.chain = self.chain_rx.borrow_and_update().clone();
-                        if let Some(kind) = self.refresh(Instant::now()) {
-                            self.end.set(kind);
-                            return;
-                        }
+                r = self.chain_rx.changed(), if self.chain_live => {
+                    if let Some(end) = self.take_chain(r) {
+                        self.end.set(end);
+                        return;
                     }
-                    // Proxy deleted; its accept task is about to abort this connection anyway.
-                    Err(_) => self.chain_live = false,
-                },
+                }
                 _ = self.end.notify.notified() => {}
                 r = src.read(&mut buf), if can_read => match r {
                     Ok(0) | Err(_) => eof_at = Some(Instant::now()),
                     Ok(n) => {
                         let arrived = Instant::now();
+                        if self.tap.point.is_listened() {
+                            if let Some(hold) = self.tap_bytes(&buf[..n], arrived) {
+                                hold.await;
+                                if let Some(end) = self.sync_chain() {
+                                    self.end.set(end);
+                                    return;
+                                }
+                            }
+                        }
                         self.queued_bytes += n;
-                        self.queue.push_back(Chunk {
-                            data: buf[..n].to_vec(),
-                            ts: arrived,
-                            applied: Vec::new(),
-                            pending: None,
-                            close_after: false,
-                        });
+                        self.queue.push_back(Chunk::arrived(buf[..n].to_vec(), arrived));
                     }
                 },
-                _ = super::precise::sleep_until(sleep_at.into_std()), if wait_until.is_some() => {}
+                _ = wait_until_precise(self.deadline.as_mut(), sleep_at), if wait_until.is_some() => {}
             }
         }
     }
+}
+
+/// Complete at `at`: on the pump's timerfd, or on the shared timer thread if it has none
+/// (no descriptor to spare) or it fails.
+async fn wait_until_precise(deadline: Option<&mut Deadline>, at: std::time::Instant) {
+    if let Some(d) = deadline {
+        if d.sleep_until(at).await.is_ok() {
+            return;
+        }
+    }
+    super::precise::sleep_until(at).await
 }

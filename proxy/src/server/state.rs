@@ -1,7 +1,12 @@
-//! The proxy collection: each proxy's config, toxic chains, and its listener task's lifecycle.
+//! The proxy collection: each proxy's config, its toxic chains, and its listener task's lifecycle.
+//!
+//! State owns the proxies and their chains; it hands each accepted connection to the pump
+//! (`pipe::run_connection`) with a receiver per chain, and the pump knows nothing of it.
 
-use super::pipe::{run_connection, Chain};
-use super::toxic::Toxic;
+use super::pipe::run_connection;
+use super::sockets::{Registered, Sockets};
+use super::tap::{TapPoint, Taps};
+use super::toxic::{Chain, ToxicEntry};
 use crate::model::Stream;
 use serde::Serialize;
 use std::collections::{BTreeMap, HashMap};
@@ -61,6 +66,8 @@ pub(crate) struct Shared {
     next_runner_id: AtomicU64,
     /// Every running listener task, so dropping the server can abort them synchronously.
     runners: std::sync::Mutex<HashMap<u64, AbortHandle>>,
+    /// In-process listeners to proxies' bytes, by proxy name.
+    pub taps: Taps,
 }
 
 impl Shared {
@@ -70,6 +77,7 @@ impl Shared {
             next_toxic_id: AtomicU64::new(1),
             next_runner_id: AtomicU64::new(1),
             runners: std::sync::Mutex::new(HashMap::new()),
+            taps: Taps::default(),
         }
     }
 
@@ -93,73 +101,6 @@ struct Runner {
     sockets: Arc<Sockets>,
 }
 
-/// A proxy's listening socket and every open connection's two sockets, as duplicated
-/// descriptors, so a disable cuts them in the API call itself (`shutdown(2)`: clients see the
-/// connection end, new connects are refused) rather than when the proxy's tasks next run. On
-/// a loaded machine the tasks took up to 15 ms to be scheduled and close four links; Toxiproxy
-/// too closes every connection before it answers. The tasks then wind down on their own.
-#[derive(Default)]
-pub(crate) struct Sockets {
-    inner: std::sync::Mutex<SocketsInner>,
-}
-
-#[derive(Default)]
-struct SocketsInner {
-    cut: bool,
-    next: u64,
-    open: HashMap<u64, Vec<std::os::fd::OwnedFd>>,
-}
-
-/// Removes a connection's descriptors from its proxy's `Sockets` when the connection ends.
-pub(crate) struct Registered {
-    sockets: Arc<Sockets>,
-    key: u64,
-}
-
-impl Drop for Registered {
-    fn drop(&mut self) {
-        let mut inner = self.sockets.inner.lock().unwrap_or_else(|p| p.into_inner());
-        inner.open.remove(&self.key);
-    }
-}
-
-fn shut(fd: &std::os::fd::OwnedFd) {
-    use std::os::fd::AsRawFd;
-    // SAFETY: the descriptor is ours (a dup) and open for as long as `fd` lives.
-    unsafe {
-        libc::shutdown(fd.as_raw_fd(), libc::SHUT_RDWR);
-    }
-}
-
-impl Sockets {
-    /// Keep duplicates of `fds` until the returned guard drops; a proxy already cut shuts
-    /// them at once.
-    pub(crate) fn register(self: &Arc<Self>, fds: &[std::os::fd::BorrowedFd<'_>]) -> Registered {
-        let dups: Vec<std::os::fd::OwnedFd> = fds
-            .iter()
-            .filter_map(|fd| fd.try_clone_to_owned().ok())
-            .collect();
-        let mut inner = self.inner.lock().unwrap_or_else(|p| p.into_inner());
-        if inner.cut {
-            dups.iter().for_each(shut);
-        }
-        inner.next += 1;
-        let key = inner.next;
-        inner.open.insert(key, dups);
-        Registered {
-            sockets: self.clone(),
-            key,
-        }
-    }
-
-    /// Shut every registered socket down, now and for any registered later.
-    pub(crate) fn cut_all(&self) {
-        let mut inner = self.inner.lock().unwrap_or_else(|p| p.into_inner());
-        inner.cut = true;
-        inner.open.values().flatten().for_each(shut);
-    }
-}
-
 /// A proxy's listener and connections on their way out.
 pub(crate) struct Closing(JoinHandle<()>);
 
@@ -181,7 +122,7 @@ pub(crate) struct ProxyEntry {
     pub upstream: String,
     pub enabled: bool,
     /// Index 0 upstream, 1 downstream (Toxiproxy's Direction values).
-    pub chains: [Vec<Toxic>; 2],
+    pub chains: [Vec<ToxicEntry>; 2],
     senders: [watch::Sender<Chain>; 2],
     runner: Option<Runner>,
     /// The last disable's tasks, still winding down after its sockets were cut: a start
@@ -223,7 +164,7 @@ pub(crate) struct ProxyJson<'a> {
     listen: &'a str,
     upstream: &'a str,
     enabled: bool,
-    toxics: Vec<&'a Toxic>,
+    toxics: Vec<&'a ToxicEntry>,
 }
 
 impl ProxyEntry {
@@ -254,7 +195,7 @@ impl ProxyEntry {
     }
 
     /// Upstream chain then downstream chain, as GetToxicArray.
-    pub(crate) fn toxics(&self) -> Vec<&Toxic> {
+    pub(crate) fn toxics(&self) -> Vec<&ToxicEntry> {
         self.chains.iter().flatten().collect()
     }
 
@@ -307,6 +248,8 @@ impl ProxyEntry {
             listener,
             listening,
             sockets.clone(),
+            Arc::from(self.name.as_str()),
+            shared.taps.point(&self.name),
             self.upstream.clone(),
             self.senders[0].subscribe(),
             self.senders[1].subscribe(),
@@ -396,6 +339,8 @@ async fn accept_loop(
     listener: TcpListener,
     listening: Registered,
     sockets: Arc<Sockets>,
+    name: Arc<str>,
+    tap: Arc<TapPoint>,
     upstream: String,
     up_chain: watch::Receiver<Chain>,
     down_chain: watch::Receiver<Chain>,
@@ -414,6 +359,8 @@ async fn accept_loop(
                     conns.spawn(run_connection(
                         client,
                         sockets.clone(),
+                        name.clone(),
+                        tap.clone(),
                         upstream.clone(),
                         up_chain.clone(),
                         down_chain.clone(),

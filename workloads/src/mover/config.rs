@@ -6,14 +6,16 @@ use std::time::Duration;
 use tokio_postgres::config::Host;
 
 /// `--fencing`: whether shards check the grant's token.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, ValueEnum)]
+#[derive(Debug, Clone, Copy, PartialEq, Eq, ValueEnum, serde::Serialize, serde::Deserialize)]
+#[serde(rename_all = "kebab-case")]
 pub enum Fencing {
     Off,
     On,
 }
 
 /// `--on-renew-failure`: what a holder does when a renewal cannot reach the routing db.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, ValueEnum)]
+#[derive(Debug, Clone, Copy, PartialEq, Eq, ValueEnum, serde::Serialize, serde::Deserialize)]
+#[serde(rename_all = "kebab-case")]
 pub enum OnRenewFailure {
     /// April's author: retry for `--renew-retry-ms`, then go on as if renewed.
     CarryOn,
@@ -22,7 +24,8 @@ pub enum OnRenewFailure {
 }
 
 /// `--on-lost`: what a holder does when a renewal reaches the db and says somebody else holds the claim.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, ValueEnum)]
+#[derive(Debug, Clone, Copy, PartialEq, Eq, ValueEnum, serde::Serialize, serde::Deserialize)]
+#[serde(rename_all = "kebab-case")]
 pub enum OnLost {
     /// April: delete the half-finished turbine from the destination, then stop holding.
     TidyUp,
@@ -31,12 +34,20 @@ pub enum OnLost {
 }
 
 /// `--election`: how a box comes to own the job.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, ValueEnum)]
+#[derive(Debug, Clone, Copy, PartialEq, Eq, ValueEnum, serde::Serialize, serde::Deserialize)]
+#[serde(rename_all = "kebab-case")]
 pub enum Election {
     /// A claim row with an expiry, renewed between turbines (section 4).
     Lease,
     /// Lesson 007: one insert into `job_runs` keyed on job and date; no expiry, no renewal, token 0.
     Unique,
+}
+
+/// A switch's name as it is written on the command line and in a scenario (`carry-on`).
+pub fn switch_name<T: ValueEnum>(v: T) -> String {
+    v.to_possible_value()
+        .map(|p| p.get_name().to_string())
+        .unwrap_or_default()
 }
 
 /// The reference mover: moves turbines between shards under a lease, with the switches that reproduce each design in the seeds.
@@ -62,6 +73,10 @@ pub struct Args {
     /// How the job's owner is chosen.
     #[arg(long, value_enum, default_value = "lease")]
     pub election: Election,
+    /// Renew the claim from a task of its own, every third of a lease, whatever the work is
+    /// doing (the seed's short-lease design); the work reads what it found at each turbine.
+    #[arg(long)]
+    pub renew_on_thread: bool,
     /// carry-on: how long to retry an unreachable renewal before going on [default: CHAOS_LEASE_MS].
     #[arg(long)]
     pub renew_retry_ms: Option<u64>,
@@ -114,6 +129,7 @@ pub struct Settings {
     pub on_lost: OnLost,
     pub check_expiry_before_write: bool,
     pub election: Election,
+    pub renew_on_thread: bool,
     pub renew_retry: Duration,
     pub routing_timeout: Duration,
     pub shard_timeout: Duration,
@@ -349,6 +365,7 @@ impl Settings {
             on_lost: args.on_lost,
             check_expiry_before_write: args.check_expiry_before_write,
             election: args.election,
+            renew_on_thread: args.renew_on_thread,
             renew_retry: Duration::from_millis(args.renew_retry_ms.unwrap_or(lease)),
             routing_timeout: Duration::from_millis(args.routing_timeout_ms.unwrap_or(lease).max(1)),
             shard_timeout: Duration::from_millis(
@@ -374,6 +391,7 @@ impl Settings {
                 self.check_expiry_before_write.to_string(),
             ),
             ("election", name(&self.election)),
+            ("renew-on-thread", self.renew_on_thread.to_string()),
         ])
     }
 }

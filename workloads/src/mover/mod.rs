@@ -7,5 +7,7 @@ pub mod pacing;
 pub mod run;
 pub mod stalls;
 
-pub use config::{Args, BadInput, Env, Settings};
+pub use config::{
+    switch_name, Args, BadInput, Election, Env, Fencing, OnLost, OnRenewFailure, Settings,
+};
 pub use run::{Exit, Mover};

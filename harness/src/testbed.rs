@@ -1,0 +1,160 @@
+//! The testbed a scenario runs on: the routing db and the shards, a proxy on every link, the
+//! schema, the plan and the seeded readings. `chaos run` and `chaos up` bring it up through
+//! this one path (the sweep runs `chaos run`), so a node, a link or a URL means the same in both.
+
+use crate::backend::{BackendKind, Cluster, ClusterSpec};
+use crate::links::{link_target, Links};
+use crate::scenario::Scenario;
+use crate::setup;
+use chaos_history::SeededTurbine;
+use chaos_workloads::galewatch::Farm;
+use std::collections::BTreeMap;
+use std::path::PathBuf;
+use std::sync::Arc;
+use std::time::Instant;
+
+/// Where a testbed runs and where it writes.
+pub struct BedOptions {
+    pub backend: BackendKind,
+    /// A Toxiproxy API to drive instead of the proxy the harness serves itself.
+    pub toxiproxy: Option<String>,
+    pub log_dir: PathBuf,
+    pub run_id: String,
+}
+
+/// The databases and links of a run, up and reachable.
+pub struct Testbed {
+    pub cluster: Cluster,
+    pub links: Arc<Links>,
+    /// `routing`, then `shard1` .. `shardN`.
+    pub nodes: Vec<String>,
+    pub urls: LinkUrls,
+    /// Real seconds spent bringing the databases up.
+    pub cluster_s: f64,
+}
+
+/// Per link: the URL a mover dials, and the URL the harness dials, both through the link's
+/// proxy (they differ when the movers are containers on a private network).
+#[derive(Debug, Clone, Default)]
+pub struct LinkUrls(BTreeMap<String, (String, String)>);
+
+impl LinkUrls {
+    /// The URL a mover dials for `link`.
+    pub fn mover(&self, link: &str) -> String {
+        self.0.get(link).map(|u| u.0.clone()).unwrap_or_default()
+    }
+
+    /// The URL the harness itself dials for `link` (the ingest).
+    pub fn harness(&self, link: &str) -> String {
+        self.0.get(link).map(|u| u.1.clone()).unwrap_or_default()
+    }
+
+    /// The links, each with the URL the harness dials.
+    pub fn for_harness(&self) -> impl Iterator<Item = (&String, &String)> {
+        self.0.iter().map(|(l, u)| (l, &u.1))
+    }
+}
+
+/// The farm a scenario describes: how many turbines, where they live, which ones move.
+pub fn farm(s: &Scenario) -> Farm {
+    let d = &s.file.data;
+    Farm {
+        turbines: d.turbines,
+        seeded_turbines: d.seeded_turbines,
+        rows_per_turbine: d.rows_per_turbine,
+        old_divisor: d.old_divisor,
+        new_divisor: d.new_divisor,
+    }
+}
+
+impl Testbed {
+    /// Start the databases, then a proxy per link of the scenario's topology.
+    pub async fn start(scenario: &Scenario, o: &BedOptions) -> anyhow::Result<Testbed> {
+        let mut nodes = vec!["routing".to_string()];
+        nodes.extend((1..=scenario.file.cluster.shards).map(|i| format!("shard{i}")));
+        let topology = scenario.topology();
+        let spec = ClusterSpec {
+            nodes: nodes.clone(),
+            links: topology.links(),
+            log_dir: o.log_dir.clone(),
+            run_id: o.run_id.clone(),
+        };
+        let began = Instant::now();
+        let cluster = Cluster::start(o.backend, &spec).await?;
+        let cluster_s = began.elapsed().as_secs_f64();
+        // Tests plant a panic here to prove no server outlives the harness.
+        if std::env::var("CHAOS_TEST_PANIC").as_deref() == Ok("after-cluster") {
+            panic!("planted panic (CHAOS_TEST_PANIC) after the cluster started");
+        }
+        let proxy_api = o.toxiproxy.clone().or_else(|| cluster.proxy_api());
+        let links = Arc::new(Links::start(proxy_api.as_deref()).await?);
+        for (i, link) in topology.links().iter().enumerate() {
+            links
+                .add(
+                    link,
+                    &cluster.link_listen(link, i),
+                    &cluster.upstream(link_target(link)),
+                )
+                .await?;
+        }
+        let urls = topology
+            .links()
+            .into_iter()
+            .map(|link| {
+                let reported = links.addr(&link).unwrap_or_default();
+                let url = |for_harness| {
+                    format!(
+                        "postgres://postgres@{}/postgres",
+                        cluster.client_addr(&link, &reported, for_harness)
+                    )
+                };
+                let pair = (url(false), url(true));
+                (link, pair)
+            })
+            .collect();
+        Ok(Testbed {
+            cluster,
+            links,
+            nodes,
+            urls: LinkUrls(urls),
+            cluster_s,
+        })
+    }
+
+    /// The shards' names, `shard1` .. `shardN`.
+    pub fn shards(&self) -> &[String] {
+        &self.nodes[1..]
+    }
+
+    /// Install the claim table and the plan on the routing db, and the schema and the seeded
+    /// readings (ending where the scenario starts) on every shard, the shards at once.
+    pub async fn install(
+        &self,
+        scenario: &Scenario,
+        farm: &Farm,
+    ) -> anyhow::Result<Vec<SeededTurbine>> {
+        let start_ts_ms = scenario.day_unix_ms + scenario.start_ms;
+        let seeded = farm.seeded(start_ts_ms);
+        let first_ms = seeded
+            .first()
+            .map(|t| t.run.first_ms)
+            .unwrap_or(start_ts_ms);
+        let lease = &scenario.file.lease;
+        setup::routing(
+            &self.cluster.admin_url("routing"),
+            &lease.job,
+            lease.first_token,
+            &farm.plan(),
+        )
+        .await
+        .map_err(anyhow::Error::msg)?;
+        let loads = self.shards().iter().map(|n| {
+            let url = self.cluster.admin_url(n);
+            async move { setup::shard(n, &url, farm, first_ms).await }
+        });
+        for r in futures_util::future::join_all(loads).await {
+            r.map_err(anyhow::Error::msg)?;
+        }
+        Ok(seeded)
+    }
+}

@@ -1,0 +1,546 @@
+//! Triggered faults (DESIGN section 10): a fault that lands at a moment of the system, the n-th
+//! grant or renewal by a box or a role, rather than at a clock instant. Any mover at any pace
+//! then meets the fault at the same point of its work.
+//!
+//! `Triggers` is the counting (pure, tested beside); `watch_claims` feeds it the routing db's
+//! claim changes as they commit (LISTEN/NOTIFY from the claim audit trigger, never polled) and
+//! hands each firing to the nemesis.
+
+use crate::faults::Nemesis;
+use crate::scenario::Scenario;
+use crate::wire::{ServerStream, WireEvent};
+use chaos_history::{OpType, ScenarioClock};
+use chaos_nemesis::{Event, Fault, FaultKind, Inside, Trigger};
+use serde_json::json;
+use std::sync::{Arc, Mutex};
+use std::time::{Duration, Instant};
+
+/// The channel the routing db's claim audit trigger notifies (workloads/sql/routing.sql).
+pub const CLAIMS_CHANNEL: &str = "chaos_claims";
+
+/// A fault waiting for its trigger.
+#[derive(Debug, Clone)]
+struct Armed {
+    index: usize,
+    fault: Fault,
+    when: Trigger,
+    /// Matching events seen since it was armed.
+    seen: u32,
+    fired: bool,
+}
+
+/// A trigger that fired: the fault, with its role resolved to a box.
+#[derive(Debug, Clone, PartialEq)]
+pub struct Firing {
+    pub index: usize,
+    pub kind: FaultKind,
+    pub duration_ms: Option<i64>,
+    pub delay_ms: i64,
+    /// `the 3rd renew by holder`, and the box whose event it was.
+    pub describe: String,
+    pub by: String,
+    /// The fault's target was a role nobody held when it fired.
+    pub no_target: Option<String>,
+}
+
+/// The claim as the harness has seen it change, and the faults still waiting.
+#[derive(Debug, Default)]
+pub struct Triggers {
+    armed: Vec<Armed>,
+    holder: Option<String>,
+    /// The last box to hold the claim before the latest grant to a different box.
+    previous: Option<String>,
+    /// The latest grantee, still holding or released.
+    last: Option<String>,
+    token: Option<i64>,
+    /// Faults whose write came (`inside = "between"`), waiting for that link's commit.
+    after_commit: Vec<(usize, String)>,
+}
+
+impl Triggers {
+    /// The scenario's triggered faults (none: nothing to watch).
+    pub fn new(scenario: &Scenario) -> Triggers {
+        let armed = scenario
+            .schedule
+            .triggered
+            .iter()
+            .filter_map(|&i| {
+                let fault = scenario.faults.get(i)?.clone();
+                let when = fault.when.clone()?;
+                Some(Armed {
+                    index: i,
+                    fault,
+                    when,
+                    seen: 0,
+                    fired: false,
+                })
+            })
+            .collect();
+        Triggers {
+            armed,
+            ..Default::default()
+        }
+    }
+
+    pub fn is_empty(&self) -> bool {
+        self.armed.is_empty()
+    }
+
+    /// Whether any trigger waits for `event`.
+    pub fn waits_for(&self, f: impl Fn(Event) -> bool) -> bool {
+        self.armed.iter().any(|a| f(a.when.on))
+    }
+
+    /// A claim change committed at `now_ms`: a new token is a grant, the same token a renewal,
+    /// no holder a release. Returns the faults it fires.
+    pub fn claim_changed(&mut self, holder: Option<&str>, token: i64, now_ms: i64) -> Vec<Firing> {
+        let event = match holder {
+            Some(h) if self.token != Some(token) => {
+                if let Some(last) = self.last.take().filter(|l| l != h) {
+                    self.previous = Some(last);
+                }
+                self.last = Some(h.to_string());
+                self.holder = Some(h.to_string());
+                self.token = Some(token);
+                Event::Grant
+            }
+            Some(_) => Event::Renew,
+            None => {
+                self.holder = None;
+                self.token = Some(token);
+                return vec![];
+            }
+        };
+        self.event(event, holder.unwrap_or_default(), now_ms)
+    }
+
+    /// One claim event (grant, renew) by box `who` at `now_ms`.
+    pub fn event(&mut self, on: Event, who: &str, now_ms: i64) -> Vec<Firing> {
+        self.count(on, who, None, now_ms)
+    }
+
+    /// What a box-to-shard link's server said (`link` is `box-2->shard1`).
+    pub fn link_event(&mut self, link: &str, ev: &WireEvent, now_ms: i64) -> Vec<Firing> {
+        let Some((who, shard)) = link.split_once("->") else {
+            return vec![];
+        };
+        let on = match ev {
+            WireEvent::Txn => Event::Txn,
+            WireEvent::Write { .. } => Event::Write,
+            WireEvent::Commit => Event::Commit,
+        };
+        let mut out = Vec::new();
+        if on == Event::Commit {
+            let due: Vec<usize> = self
+                .after_commit
+                .iter()
+                .filter(|(_, l)| l == link)
+                .map(|(i, _)| *i)
+                .collect();
+            self.after_commit.retain(|(_, l)| l != link);
+            for i in due {
+                out.push(self.firing(i, who));
+            }
+        }
+        out.extend(self.count(on, who, Some((shard, link)), now_ms));
+        out
+    }
+
+    fn count(
+        &mut self,
+        on: Event,
+        who: &str,
+        link: Option<(&str, &str)>,
+        now_ms: i64,
+    ) -> Vec<Firing> {
+        let (holder, previous) = (self.holder.clone(), self.previous.clone());
+        let mut due = Vec::new();
+        for (i, a) in self.armed.iter_mut().enumerate().filter(|(_, a)| !a.fired) {
+            if a.when.on != on
+                || now_ms < a.fault.at_ms
+                || !a.when.counts(who, holder.as_deref(), previous.as_deref())
+                || a.when
+                    .shard
+                    .as_deref()
+                    .is_some_and(|s| Some(s) != link.map(|l| l.0))
+            {
+                continue;
+            }
+            a.seen += 1;
+            if a.seen < a.when.nth {
+                continue;
+            }
+            a.fired = true;
+            match (a.when.inside, link) {
+                (Some(Inside::Between), Some((_, l))) => self.after_commit.push((i, l.to_string())),
+                _ => due.push(i),
+            }
+        }
+        due.into_iter().map(|i| self.firing(i, who)).collect()
+    }
+
+    /// Armed fault `i` fires now for an event of `who`: its role resolved to a box.
+    fn firing(&self, i: usize, who: &str) -> Firing {
+        let a = &self.armed[i];
+        let mut kind = a.fault.kind.clone();
+        let mut no_target = None;
+        if let Some(role) = kind.role() {
+            let resolved = match role {
+                "holder" => self.holder.as_deref(),
+                _ => self.previous.as_deref(),
+            };
+            match resolved {
+                Some(b) => kind = kind.for_box(b),
+                None => no_target = Some(role.to_string()),
+            }
+        }
+        Firing {
+            index: a.index,
+            kind,
+            duration_ms: a.fault.duration_ms,
+            delay_ms: (a.when.delay_s * 1000.0).round() as i64,
+            describe: a.when.describe(),
+            by: who.to_string(),
+            no_target,
+        }
+    }
+
+    /// The triggers that never fired: (fault index, what it waited for, optional).
+    pub fn unfired(&self) -> Vec<(usize, String, bool)> {
+        self.armed
+            .iter()
+            .filter(|a| !a.fired)
+            .map(|a| (a.index, a.when.describe(), a.fault.optional))
+            .collect()
+    }
+}
+
+/// A LISTEN on the routing db's claim changes: notifications with the instant each arrived.
+pub struct Listener {
+    _client: tokio_postgres::Client,
+    rx: tokio::sync::mpsc::UnboundedReceiver<(Instant, String)>,
+    pump: tokio::task::JoinHandle<()>,
+}
+
+impl Drop for Listener {
+    fn drop(&mut self) {
+        self.pump.abort();
+    }
+}
+
+/// Connect to the routing db and LISTEN (before the clock starts, so the first grant is seen).
+pub async fn listen(routing_url: &str) -> anyhow::Result<Listener> {
+    use futures_util::StreamExt;
+    let config: tokio_postgres::Config = routing_url.parse()?;
+    let (client, mut conn) = tokio::time::timeout(
+        Duration::from_secs(5),
+        config.connect(tokio_postgres::NoTls),
+    )
+    .await
+    .map_err(|_| anyhow::anyhow!("routing db: no connection for the triggers within 5 s"))??;
+    let (tx, rx) = tokio::sync::mpsc::unbounded_channel();
+    let pump = tokio::spawn(async move {
+        let mut messages = futures_util::stream::poll_fn(move |cx| conn.poll_message(cx));
+        while let Some(Ok(m)) = messages.next().await {
+            if let tokio_postgres::AsyncMessage::Notification(n) = m {
+                if tx.send((Instant::now(), n.payload().to_string())).is_err() {
+                    return;
+                }
+            }
+        }
+    });
+    client
+        .batch_execute(&format!("listen {CLAIMS_CHANNEL}"))
+        .await
+        .map_err(|e| anyhow::anyhow!("routing db: listen {CLAIMS_CHANNEL}: {e}"))?;
+    Ok(Listener {
+        _client: client,
+        rx,
+        pump,
+    })
+}
+
+/// Count each claim change, and send what it fires to `fired`, until the task is aborted. A
+/// lost connection (the routing db stopped by the nemesis) is made again; nothing commits on
+/// a stopped server meanwhile.
+pub async fn watch_claims(
+    routing_url: String,
+    first: Listener,
+    triggers: Arc<Mutex<Triggers>>,
+    history: chaos_history::HistoryWriter,
+    fired: tokio::sync::mpsc::UnboundedSender<Fired>,
+) {
+    let mut listener = Some(first);
+    loop {
+        let mut l = match listener.take() {
+            Some(l) => l,
+            None => match listen(&routing_url).await {
+                Ok(l) => l,
+                Err(_) => {
+                    tokio::time::sleep(Duration::from_millis(20)).await;
+                    continue;
+                }
+            },
+        };
+        while let Some((seen, payload)) = l.rx.recv().await {
+            let v: serde_json::Value = serde_json::from_str(&payload).unwrap_or_default();
+            let holder = v["holder"].as_str();
+            let token = v["token"].as_i64().unwrap_or(0);
+            let now_ms = history.now_scenario_ms();
+            let firings = triggers
+                .lock()
+                .unwrap()
+                .claim_changed(holder, token, now_ms);
+            for f in firings {
+                let _ = fired.send((f, seen, None));
+            }
+        }
+    }
+}
+
+/// A fired fault on its way to the nemesis, with the instant its event was seen and, when the
+/// link holds its bytes until it lands, the word to let them go.
+pub type Fired = (Firing, Instant, Option<tokio::sync::oneshot::Sender<()>>);
+
+/// Longest a link holds a write's answer for its fault to land (a fault that cannot land in
+/// this long lets the bytes go rather than wedge the link).
+const HOLD_LIMIT: Duration = Duration::from_secs(2);
+
+/// Read the server side of every box-to-shard link for the link triggers (`clock` is set when
+/// the scenario clock starts). A firing holds the
+/// bytes that told of its event until its fault has landed (`inside = "transaction"`: the
+/// writer has not yet heard its write complete, its transaction and locks still open).
+pub fn tap_links(
+    taps: &chaos_proxy::Taps,
+    links: &[String],
+    triggers: Arc<Mutex<Triggers>>,
+    clock: Arc<std::sync::OnceLock<chaos_history::HistoryWriter>>,
+    fired: tokio::sync::mpsc::UnboundedSender<Fired>,
+) -> Vec<chaos_proxy::Tap> {
+    use chaos_proxy::{Stream, TapData, TapVerdict};
+    links
+        .iter()
+        .map(|link| {
+            let streams: Mutex<std::collections::HashMap<u64, ServerStream>> = Default::default();
+            let (link_name, triggers, clock, fired) =
+                (link.clone(), triggers.clone(), clock.clone(), fired.clone());
+            taps.subscribe(&crate::links::proxy_name(link), move |e| {
+                if e.stream != Stream::Downstream {
+                    return TapVerdict::Forward;
+                }
+                let events = match e.data {
+                    TapData::Bytes(b) => streams
+                        .lock()
+                        .unwrap()
+                        .entry(e.connection)
+                        .or_default()
+                        .feed(b),
+                    TapData::End => {
+                        streams.lock().unwrap().remove(&e.connection);
+                        return TapVerdict::Forward;
+                    }
+                };
+                if events.is_empty() {
+                    return TapVerdict::Forward;
+                }
+                // Before the clock starts (the movers connecting) nothing counts.
+                let Some(history) = clock.get() else {
+                    return TapVerdict::Forward;
+                };
+                let now_ms = history.now_scenario_ms();
+                let firings: Vec<Firing> = {
+                    let mut t = triggers.lock().unwrap();
+                    events
+                        .iter()
+                        .flat_map(|ev| t.link_event(&link_name, ev, now_ms))
+                        .collect()
+                };
+                let mut waits = Vec::new();
+                for f in firings {
+                    let (tx, rx) = tokio::sync::oneshot::channel();
+                    if fired.send((f, e.at, Some(tx))).is_ok() {
+                        waits.push(rx);
+                    }
+                }
+                if waits.is_empty() {
+                    return TapVerdict::Forward;
+                }
+                TapVerdict::Hold(Box::pin(async move {
+                    for rx in waits {
+                        let _ = tokio::time::timeout(HOLD_LIMIT, rx).await;
+                    }
+                }))
+            })
+        })
+        .collect()
+}
+
+/// Hand every fired fault (from the claims and the links) to the nemesis, each landing and
+/// heal in a task of its own. Aborting this task aborts them all (`heal_all` heals what they
+/// left on).
+pub async fn land_fired(
+    mut fired: tokio::sync::mpsc::UnboundedReceiver<Fired>,
+    nemesis: Arc<Nemesis>,
+) {
+    let mut landing = tokio::task::JoinSet::new();
+    while let Some((f, seen, done)) = fired.recv().await {
+        landing.spawn(fire(nemesis.clone(), f, seen, done));
+        while landing.try_join_next().is_some() {}
+    }
+    while landing.join_next().await.is_some() {}
+}
+
+/// Land one fired fault: said in the history (`trigger`), applied `delay` after its event, and
+/// healed after its duration.
+pub async fn fire(
+    nemesis: Arc<Nemesis>,
+    f: Firing,
+    event_seen: Instant,
+    landed: Option<tokio::sync::oneshot::Sender<()>>,
+) {
+    let clock: ScenarioClock = nemesis.history.clock();
+    let real = |ms: i64| Duration::from_nanos(clock.real_ns_for_scenario_ms(ms).max(0) as u64);
+    nemesis.history.record(
+        "nemesis",
+        OpType::Info,
+        "trigger",
+        json!({
+            "fault": f.index,
+            "when": f.describe,
+            "by": f.by,
+            "target": f.kind.target(),
+            "no_target": f.no_target,
+        }),
+    );
+    if f.no_target.is_some() {
+        return;
+    }
+    // A delayed fault does not hold the link meanwhile: the writer goes on, as it would.
+    let mut landed = landed;
+    if f.delay_ms > 0 {
+        landed.take().map(|tx| tx.send(()));
+    }
+    let at = event_seen + real(f.delay_ms);
+    nemesis.apply_now(f.index, f.kind.clone(), false, at).await;
+    landed.take().map(|tx| tx.send(()));
+    if let Some(d) = f.duration_ms {
+        tokio::time::sleep_until((at + real(d)).into()).await;
+        nemesis.apply_now(f.index, f.kind, true, at + real(d)).await;
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use chaos_nemesis::Who;
+
+    fn armed(index: usize, target: &str, when: Trigger) -> Armed {
+        Armed {
+            index,
+            fault: Fault {
+                when: Some(when.clone()),
+                ..Fault::at(
+                    0,
+                    Some(20_000),
+                    FaultKind::Pause {
+                        target: target.into(),
+                        freezer: false,
+                    },
+                )
+            },
+            when,
+            seen: 0,
+            fired: false,
+        }
+    }
+
+    fn when(on: Event, by: Who, nth: u32) -> Trigger {
+        Trigger {
+            on,
+            by,
+            nth,
+            inside: None,
+            delay_s: 0.0,
+            shard: None,
+        }
+    }
+
+    #[test]
+    fn a_link_from_a_role_becomes_the_link_of_the_box_that_holds_it() {
+        let mut cut = armed(0, "", when(Event::Grant, Who::Any, 2));
+        cut.fault.kind = FaultKind::Down {
+            link: "previous-holder->shard*".into(),
+        };
+        let mut t = Triggers {
+            armed: vec![cut],
+            ..Default::default()
+        };
+        assert!(t.claim_changed(Some("box-2"), 7, 10).is_empty());
+        let f = t.claim_changed(Some("box-4"), 8, 20);
+        assert_eq!(f.len(), 1);
+        assert_eq!(
+            f[0].kind.target(),
+            "box-2->shard*",
+            "the previous holder's links"
+        );
+        assert_eq!(f[0].no_target, None);
+    }
+
+    #[test]
+    fn the_nth_renewal_by_the_holder_pauses_whoever_holds_the_claim_then() {
+        let mut t = Triggers {
+            armed: vec![armed(0, "holder", when(Event::Renew, Who::Holder, 2))],
+            ..Default::default()
+        };
+        assert!(t.claim_changed(Some("box-2"), 7, 10).is_empty(), "a grant");
+        assert!(
+            t.claim_changed(Some("box-2"), 7, 20).is_empty(),
+            "1st renewal"
+        );
+        let f = t.claim_changed(Some("box-2"), 7, 30);
+        assert_eq!(f.len(), 1);
+        assert_eq!(f[0].kind.target(), "box-2");
+        assert_eq!(f[0].describe, "the 2nd renew by holder");
+        assert!(
+            t.claim_changed(Some("box-2"), 7, 40).is_empty(),
+            "fires once"
+        );
+        assert!(t.unfired().is_empty());
+    }
+
+    #[test]
+    fn a_grant_to_another_box_makes_the_old_holder_the_previous_one() {
+        let mut t = Triggers {
+            armed: vec![
+                armed(0, "previous-holder", when(Event::Grant, Who::Any, 2)),
+                armed(1, "holder", when(Event::Grant, Who::Box("box-9".into()), 1)),
+            ],
+            ..Default::default()
+        };
+        t.claim_changed(Some("box-2"), 7, 10);
+        let f = t.claim_changed(Some("box-3"), 8, 50);
+        assert_eq!(f.len(), 1);
+        assert_eq!(f[0].kind.target(), "box-2", "the previous holder");
+        assert_eq!(
+            t.unfired(),
+            vec![(1, "the 1st grant by box-9".to_string(), false)]
+        );
+    }
+
+    #[test]
+    fn a_role_nobody_holds_is_said_and_events_before_at_do_not_count() {
+        let mut t = Triggers {
+            armed: vec![armed(0, "previous-holder", when(Event::Grant, Who::Any, 1))],
+            ..Default::default()
+        };
+        t.armed[0].fault.at_ms = 5;
+        assert!(
+            t.claim_changed(Some("box-1"), 3, 1).is_empty(),
+            "before it is armed"
+        );
+        t.claim_changed(None, 3, 2);
+        let f = t.claim_changed(Some("box-1"), 4, 10);
+        // box-1 released, then took it again: nobody else held it before.
+        assert_eq!(f[0].no_target.as_deref(), Some("previous-holder"));
+    }
+}

@@ -1,0 +1,100 @@
+//! What a person types for a duration or a number on the command line, checked once with a
+//! message that says what to type instead (clap's value parsers; `main.rs` prints the first line).
+
+use crate::sweep::parse_duration_s;
+
+/// `--lease`: a positive duration in scenario time, at most a day.
+pub fn lease_s(text: &str) -> Result<f64, String> {
+    positive_duration("a lease", "60s", text)
+}
+
+/// A positive duration (`60s`, `500ms`, `1m`, `2h`; a bare number is seconds), in seconds.
+pub fn positive_duration(what: &str, example: &str, text: &str) -> Result<f64, String> {
+    match parse_duration_s(text) {
+        Ok(s) if s <= 86_400.0 => Ok(s),
+        Ok(_) => Err(format!("{what} must be at most a day (24h)")),
+        Err(_) => Err(format!(
+            "{what} must be a positive duration, like {example}"
+        )),
+    }
+}
+
+/// `--time-scale-ms`: real milliseconds per scenario second, above zero and at most 10 s.
+pub fn time_scale_ms(text: &str) -> Result<f64, String> {
+    match text.trim().parse::<f64>() {
+        Ok(v) if v > 0.0 && v <= 1000.0 => Ok(v),
+        _ => Err(
+            "the time scale must be a number of real milliseconds per scenario second above 0 and at most 1000, like 10"
+                .into(),
+        ),
+    }
+}
+
+/// `--seed`: a whole number from 0 to 2^64-1.
+pub fn seed(text: &str) -> Result<u64, String> {
+    text.trim()
+        .parse::<u64>()
+        .map_err(|_| "a seed must be a whole number from 0 to 18446744073709551615, like 42".into())
+}
+
+/// A count that must be at least 1 (`--rows-per-turbine`, `--repeat`, `--events`, `--rows`).
+pub fn count(text: &str) -> Result<u64, String> {
+    match text.trim().replace('_', "").parse::<u64>() {
+        Ok(n) if n >= 1 => Ok(n),
+        _ => Err("must be a whole number of at least 1, like 5".into()),
+    }
+}
+
+/// [`count`] that fits a `u32`.
+pub fn count_u32(text: &str) -> Result<u32, String> {
+    let n = count(text)?;
+    u32::try_from(n).map_err(|_| format!("must be at most {}", u32::MAX))
+}
+
+/// [`count`] as a `usize`.
+pub fn count_usize(text: &str) -> Result<usize, String> {
+    count(text).map(|n| n as usize)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn a_negative_lease_is_refused_with_what_to_type() {
+        assert_eq!(
+            lease_s("-5s").unwrap_err(),
+            "a lease must be a positive duration, like 60s"
+        );
+        assert_eq!(
+            lease_s("soon").unwrap_err(),
+            "a lease must be a positive duration, like 60s"
+        );
+        assert_eq!(
+            lease_s("0").unwrap_err(),
+            "a lease must be a positive duration, like 60s"
+        );
+        assert_eq!(lease_s("90s"), Ok(90.0));
+        assert_eq!(lease_s("500ms"), Ok(0.5));
+        assert!(lease_s("2d").is_err());
+        assert_eq!(
+            lease_s("25h").unwrap_err(),
+            "a lease must be at most a day (24h)"
+        );
+    }
+
+    #[test]
+    fn numbers_say_what_they_must_be() {
+        assert_eq!(seed("42"), Ok(42));
+        assert!(seed("-1")
+            .unwrap_err()
+            .starts_with("a seed must be a whole number"));
+        assert!(time_scale_ms("0").is_err());
+        assert!(time_scale_ms("-3").is_err());
+        assert_eq!(time_scale_ms("2.5"), Ok(2.5));
+        assert!(count("0").is_err());
+        assert!(count("-4").is_err());
+        assert_eq!(count("10_000"), Ok(10_000));
+        assert!(count_u32("5000000000").is_err());
+    }
+}
