@@ -1,9 +1,6 @@
 //! The links: one Toxiproxy proxy per client-to-database link, on our embedded server or on a real Toxiproxy the user names. The only place the harness talks to the proxy.
 
-use crate::scenario::Scenario;
-use chaos_nemesis::{FaultKind, Stream};
 use chaos_proxy::{ProxyThread, ToxicKind, ToxicSpec, ToxiproxyClient};
-use serde_json::{json, Value};
 use std::collections::{BTreeMap, BTreeSet};
 use std::net::SocketAddr;
 use std::sync::Mutex;
@@ -97,91 +94,28 @@ impl Links {
         &self.client
     }
 
-    /// Apply a link fault at once; durations are scenario ms, scaled to real here.
-    pub async fn inject(
-        &self,
-        link: &str,
-        kind: &FaultKind,
-        scenario: &Scenario,
-    ) -> anyhow::Result<Value> {
-        self.inject_with(&self.client, link, kind, scenario).await
+    /// Cut `link` through `c` (new connections refused, open ones closed): a `down` fault,
+    /// which a node's restart must not undo.
+    pub async fn down_with(&self, c: &ToxiproxyClient, link: &str) -> anyhow::Result<()> {
+        c.down(&proxy_name(link)).await?;
+        self.downed.lock().unwrap().insert(link.to_string());
+        Ok(())
     }
 
-    /// Apply a link fault through `c` (a held client lands it at its instant). Both streams
-    /// are changed together, not one after the other.
-    pub async fn inject_with(
+    /// Add `toxic` on each of `streams` of `link` through `c`, all at once.
+    pub async fn add_toxic_with(
         &self,
         c: &ToxiproxyClient,
         link: &str,
-        kind: &FaultKind,
-        scenario: &Scenario,
-    ) -> anyhow::Result<Value> {
+        streams: &[chaos_proxy::Stream],
+        toxic: ToxicKind,
+    ) -> anyhow::Result<()> {
         let name = proxy_name(link);
-        let real =
-            |scenario_ms: i64| scenario.real_ms(scenario_ms as f64).min(u32::MAX as u64) as u32;
-        let streams = |s: &Stream| -> Vec<chaos_proxy::Stream> {
-            s.names()
-                .iter()
-                .map(|n| chaos_proxy::Stream::parse(n).expect("upstream/downstream"))
-                .collect()
-        };
-        let (toxic, stream, out) = match kind {
-            FaultKind::Latency {
-                latency_ms,
-                jitter_ms,
-                stream,
-                ..
-            } => (
-                ToxicKind::Latency {
-                    latency_ms: real(*latency_ms),
-                    jitter_ms: real(*jitter_ms),
-                },
-                stream,
-                json!({ "link": link, "latency_real_ms": real(*latency_ms), "jitter_real_ms": real(*jitter_ms) }),
-            ),
-            FaultKind::Bandwidth {
-                rate_kb, stream, ..
-            } => {
-                // KB per scenario second becomes KB per real second at the scale.
-                let rate = ((*rate_kb as f64) * 1000.0 / scenario.file.time_scale_ms)
-                    .round()
-                    .clamp(1.0, u32::MAX as f64) as u32;
-                (
-                    ToxicKind::Bandwidth { rate_kb: rate },
-                    stream,
-                    json!({ "link": link, "rate_real_kb": rate }),
-                )
-            }
-            FaultKind::Down { .. } => {
-                c.down(&name).await?;
-                self.downed.lock().unwrap().insert(link.to_string());
-                return Ok(json!({ "link": link }));
-            }
-            FaultKind::Timeout {
-                timeout_ms, stream, ..
-            } => (
-                ToxicKind::Timeout {
-                    timeout_ms: real(*timeout_ms),
-                },
-                stream,
-                json!({ "link": link, "timeout_real_ms": real(*timeout_ms) }),
-            ),
-            FaultKind::ResetPeer {
-                timeout_ms, stream, ..
-            } => (
-                ToxicKind::ResetPeer {
-                    timeout_ms: real(*timeout_ms),
-                },
-                stream,
-                json!({ "link": link, "timeout_real_ms": real(*timeout_ms) }),
-            ),
-            other => anyhow::bail!("{} is not a link fault", other.verb()),
-        };
-        all(streams(stream)
-            .into_iter()
-            .map(|s| c.add_toxic(&name, ToxicSpec::new(s, toxic))))
+        all(streams
+            .iter()
+            .map(|s| c.add_toxic(&name, ToxicSpec::new(*s, toxic.clone()))))
         .await?;
-        Ok(out)
+        Ok(())
     }
 
     /// Remove every toxic on `link` and enable it.

@@ -357,202 +357,33 @@ pub fn load(path: &Path) -> Result<Scenario, ScenarioError> {
     validate(file, path, &[])
 }
 
-/// Validate a parsed file (also used after command-line overrides).
-/// Check a parsed scenario file and resolve its times; `extra` faults (already in scenario ms,
-/// e.g. a sweep's latency weather) join the file's before the schedule is checked and expanded.
+/// Check a parsed scenario file (also after command-line overrides) and resolve its times;
+/// `extra` faults (already in scenario ms, e.g. a sweep's latency weather) join the file's
+/// before the schedule is checked and expanded.
 pub fn validate(
     file: ScenarioFile,
     path: &Path,
     extra: &[Fault],
 ) -> Result<Scenario, ScenarioError> {
-    let p = path.display().to_string();
-    let field = |field: &str, message: String| ScenarioError::Field {
-        path: p.clone(),
-        field: field.into(),
-        message,
+    let v = Validator {
+        path: path.display().to_string(),
     };
-    let time = |name: &str, text: &str| {
-        ScenarioClock::parse_time_of_day(text)
-            .ok_or_else(|| field(name, format!("'{text}' is not a time of day HH:MM:SS")))
-    };
-    let start_ms = time("start", &file.start)?;
-    let mut end_ms = time("end", &file.end)?;
+    let start_ms = v.time("start", &file.start)?;
+    let mut end_ms = v.time("end", &file.end)?;
     if end_ms <= start_ms {
         end_ms += 86_400_000; // a night that crosses midnight
     }
     let day_unix_ms = parse_date(&file.date)
-        .ok_or_else(|| field("date", format!("'{}' is not a date YYYY-MM-DD", file.date)))?;
-    if !(file.time_scale_ms > 0.0 && file.time_scale_ms <= 1000.0) {
-        return Err(field(
-            "time_scale_ms",
-            format!(
-                "must be in (0, 1000] real ms per scenario second (got {})",
-                file.time_scale_ms
-            ),
-        ));
-    }
-    let c = &file.cluster;
-    if !(1..=16).contains(&c.shards) || !(1..=16).contains(&c.boxes) {
-        return Err(field(
-            "cluster",
-            format!(
-                "shards and boxes must be 1 to 16 (got {} and {})",
-                c.shards, c.boxes
-            ),
-        ));
-    }
-    let d = &file.data;
-    if d.old_divisor == 0
-        || d.new_divisor == 0
-        || d.new_divisor as usize > c.shards
-        || d.old_divisor as usize > c.shards
-    {
-        return Err(field(
-            "data",
-            format!(
-                "old_divisor and new_divisor must be 1 to cluster.shards ({}) (got {} and {})",
-                c.shards, d.old_divisor, d.new_divisor
-            ),
-        ));
-    }
-    if d.seeded_turbines > d.turbines || d.turbines > 9999 {
-        return Err(field(
-            "data.seeded_turbines",
-            format!(
-                "must be at most data.turbines ({}), which is at most 9999",
-                d.turbines
-            ),
-        ));
-    }
-    if d.rows_per_turbine == 0 || d.rows_per_turbine > 15_768_000 {
-        return Err(field(
-            "data.rows_per_turbine",
-            format!(
-                "must be 1 to 15768000 (a year at 2 s) (got {})",
-                d.rows_per_turbine
-            ),
-        ));
-    }
-    if d.ingest_every_s < 0.0 {
-        return Err(field(
-            "data.ingest_every_s",
-            format!("must not be negative (got {})", d.ingest_every_s),
-        ));
-    }
-    let l = &file.lease;
-    for (name, v) in [
-        ("lease.lease_s", l.lease_s),
-        ("lease.poll_s", l.poll_s),
-        ("lease.copy_s", l.copy_s),
-    ] {
-        if !(v > 0.0) {
-            return Err(field(name, format!("must be above 0 (got {v})")));
-        }
-    }
-    if l.batches == 0 || l.batches > 1000 {
-        return Err(field(
-            "lease.batches",
-            format!("must be 1 to 1000 (got {})", l.batches),
-        ));
-    }
-    let m = &file.mover;
-    if !(m.ready_timeout_real_s > 0.0 && m.ready_timeout_real_s <= 3600.0) {
-        return Err(field(
-            "mover.ready_timeout_real_s",
-            format!(
-                "must be above 0 and at most 3600 real seconds (got {})",
-                m.ready_timeout_real_s
-            ),
-        ));
-    }
-    if !(m.restart_delay_s >= 0.0 && m.restart_delay_s <= 86_400.0) {
-        return Err(field(
-            "mover.restart_delay_s",
-            format!(
-                "must be 0 to 86400 scenario seconds (got {})",
-                m.restart_delay_s
-            ),
-        ));
-    }
-    if let Some(v) = &file.expect.verdict {
-        if !["valid", "invalid", "unknown"].contains(&v.as_str()) {
-            return Err(field(
-                "expect.verdict",
-                format!("'{v}' is not one of valid, invalid, unknown"),
-            ));
-        }
-    }
-    let mut faults = Vec::new();
-    for (i, f) in file.faults.iter().enumerate() {
-        let name = format!("fault[{i}]");
-        let mut at = match (&f.at, &f.when) {
-            (Some(at), _) => time(&format!("{name}.at"), at)?,
-            (None, Some(_)) => start_ms,
-            (None, None) => {
-                return Err(field(
-                    &name,
-                    "give `at` (a time) or `when` (a trigger, e.g. when = { on = \"renew\", by = \"holder\" })".into(),
-                ))
-            }
-        };
-        if at < start_ms {
-            at += 86_400_000;
-        }
-        if f.when.is_some() && f.until.is_some() {
-            return Err(field(
-                &format!("{name}.until"),
-                "a triggered fault lands when its trigger fires: give `for_s`".into(),
-            ));
-        }
-        if f.optional && f.when.is_none() {
-            return Err(field(
-                &format!("{name}.optional"),
-                "is about a trigger that may not fire: give `when`".into(),
-            ));
-        }
-        let duration_ms = match (&f.until, f.for_s) {
-            (Some(_), Some(_)) => {
-                return Err(field(&name, "give `until` or `for_s`, not both".into()))
-            }
-            (Some(u), None) => {
-                let mut u = time(&format!("{name}.until"), u)?;
-                if u < start_ms {
-                    u += 86_400_000;
-                }
-                if u < at {
-                    return Err(field(
-                        &format!("{name}.until"),
-                        format!(
-                            "{} is before its start {}",
-                            f.until.as_deref().unwrap_or(""),
-                            f.at.as_deref().unwrap_or("")
-                        ),
-                    ));
-                }
-                Some(u - at)
-            }
-            (None, Some(s)) => {
-                if s < 0.0 {
-                    return Err(field(
-                        &format!("{name}.for_s"),
-                        format!("must not be negative (got {s})"),
-                    ));
-                }
-                Some((s * 1000.0).round() as i64)
-            }
-            (None, None) => None,
-        };
-        faults.push(Fault {
-            at_ms: at,
-            duration_ms,
-            kind: f.kind.clone(),
-            note: f.note.clone(),
-            when: f.when.clone(),
-            optional: f.optional,
-        });
-    }
+        .ok_or_else(|| v.field("date", format!("'{}' is not a date YYYY-MM-DD", file.date)))?;
+    v.settings(&file)?;
+    let mut faults = file
+        .faults
+        .iter()
+        .enumerate()
+        .map(|(i, f)| v.fault(i, f, start_ms))
+        .collect::<Result<Vec<_>, _>>()?;
     faults.extend(extra.iter().cloned());
-    let topology = Topology::new(c.boxes, c.shards);
+    let topology = Topology::new(file.cluster.boxes, file.cluster.shards);
     if let Some(profile) = &file.nemesis.random {
         // A generated stop, crash or kill lasts at least RESTART_FLOOR_REAL_MS of real time,
         // so the database or mover is back in time for its start to land on its instant.
@@ -561,12 +392,12 @@ pub fn validate(
         let generated = chaos_nemesis::generate(
             file.seed, profile, &topology, start_ms, end_ms, floor_ms, lease_ms,
         )
-        .map_err(|m| field("nemesis.random", m))?;
+        .map_err(|m| v.field("nemesis.random", m))?;
         faults.extend(generated);
     }
     let schedule =
         chaos_nemesis::expand(&faults, &topology, start_ms, end_ms, ScenarioClock::format)
-            .map_err(|e| field("fault", e.to_string()))?;
+            .map_err(|e| v.field("fault", e.to_string()))?;
     Ok(Scenario {
         file,
         path: path.to_path_buf(),
@@ -576,6 +407,200 @@ pub fn validate(
         faults,
         schedule,
     })
+}
+
+/// The checks of one file, each refusal naming the file and the field.
+struct Validator {
+    path: String,
+}
+
+impl Validator {
+    fn field(&self, field: &str, message: String) -> ScenarioError {
+        ScenarioError::Field {
+            path: self.path.clone(),
+            field: field.into(),
+            message,
+        }
+    }
+
+    fn time(&self, name: &str, text: &str) -> Result<i64, ScenarioError> {
+        ScenarioClock::parse_time_of_day(text)
+            .ok_or_else(|| self.field(name, format!("'{text}' is not a time of day HH:MM:SS")))
+    }
+
+    /// A number that must lie in a range: `what` says the range the way a person reads it.
+    fn within(
+        &self,
+        name: &str,
+        ok: bool,
+        what: &str,
+        got: impl std::fmt::Display,
+    ) -> Result<(), ScenarioError> {
+        if ok {
+            Ok(())
+        } else {
+            Err(self.field(name, format!("must be {what} (got {got})")))
+        }
+    }
+
+    /// Every setting outside the faults.
+    fn settings(&self, file: &ScenarioFile) -> Result<(), ScenarioError> {
+        let scale = file.time_scale_ms;
+        self.within(
+            "time_scale_ms",
+            scale > 0.0 && scale <= 1000.0,
+            "in (0, 1000] real ms per scenario second",
+            scale,
+        )?;
+        let c = &file.cluster;
+        if !(1..=16).contains(&c.shards) || !(1..=16).contains(&c.boxes) {
+            return Err(self.field(
+                "cluster",
+                format!(
+                    "shards and boxes must be 1 to 16 (got {} and {})",
+                    c.shards, c.boxes
+                ),
+            ));
+        }
+        self.data(&file.data, c.shards)?;
+        let l = &file.lease;
+        for (name, v) in [
+            ("lease.lease_s", l.lease_s),
+            ("lease.poll_s", l.poll_s),
+            ("lease.copy_s", l.copy_s),
+        ] {
+            self.within(name, v > 0.0, "above 0", v)?;
+        }
+        self.within(
+            "lease.batches",
+            (1..=1000).contains(&l.batches),
+            "1 to 1000",
+            l.batches,
+        )?;
+        let m = &file.mover;
+        let ready = m.ready_timeout_real_s;
+        self.within(
+            "mover.ready_timeout_real_s",
+            ready > 0.0 && ready <= 3600.0,
+            "above 0 and at most 3600 real seconds",
+            ready,
+        )?;
+        let delay = m.restart_delay_s;
+        self.within(
+            "mover.restart_delay_s",
+            (0.0..=86_400.0).contains(&delay),
+            "0 to 86400 scenario seconds",
+            delay,
+        )?;
+        if let Some(v) = &file.expect.verdict {
+            if !["valid", "invalid", "unknown"].contains(&v.as_str()) {
+                return Err(self.field(
+                    "expect.verdict",
+                    format!("'{v}' is not one of valid, invalid, unknown"),
+                ));
+            }
+        }
+        Ok(())
+    }
+
+    fn data(&self, d: &DataSection, shards: usize) -> Result<(), ScenarioError> {
+        let divisor_ok = |x: u32| x >= 1 && x as usize <= shards;
+        if !divisor_ok(d.old_divisor) || !divisor_ok(d.new_divisor) {
+            return Err(self.field(
+                "data",
+                format!(
+                    "old_divisor and new_divisor must be 1 to cluster.shards ({shards}) (got {} and {})",
+                    d.old_divisor, d.new_divisor
+                ),
+            ));
+        }
+        if d.seeded_turbines > d.turbines || d.turbines > 9999 {
+            return Err(self.field(
+                "data.seeded_turbines",
+                format!(
+                    "must be at most data.turbines ({}), which is at most 9999",
+                    d.turbines
+                ),
+            ));
+        }
+        let rows = d.rows_per_turbine;
+        self.within(
+            "data.rows_per_turbine",
+            (1..=15_768_000).contains(&rows),
+            "1 to 15768000 (a year at 2 s)",
+            rows,
+        )?;
+        self.within(
+            "data.ingest_every_s",
+            d.ingest_every_s >= 0.0,
+            "0 or more",
+            d.ingest_every_s,
+        )
+    }
+
+    /// One `[[fault]]`: its instant (or the moment its trigger is armed) and its duration.
+    fn fault(&self, i: usize, f: &FaultEntry, start_ms: i64) -> Result<Fault, ScenarioError> {
+        let name = format!("fault[{i}]");
+        let after_start = |t: i64| if t < start_ms { t + 86_400_000 } else { t };
+        let at = match (&f.at, &f.when) {
+            (Some(at), _) => after_start(self.time(&format!("{name}.at"), at)?),
+            (None, Some(_)) => start_ms,
+            (None, None) => {
+                return Err(self.field(
+                    &name,
+                    "give `at` (a time) or `when` (a trigger, e.g. when = { on = \"renew\", by = \"holder\" })".into(),
+                ))
+            }
+        };
+        if f.when.is_some() && f.until.is_some() {
+            return Err(self.field(
+                &format!("{name}.until"),
+                "a triggered fault lands when its trigger fires: give `for_s`".into(),
+            ));
+        }
+        if f.optional && f.when.is_none() {
+            return Err(self.field(
+                &format!("{name}.optional"),
+                "is about a trigger that may not fire: give `when`".into(),
+            ));
+        }
+        let duration_ms = match (&f.until, f.for_s) {
+            (Some(_), Some(_)) => {
+                return Err(self.field(&name, "give `until` or `for_s`, not both".into()))
+            }
+            (Some(u), None) => {
+                let u = after_start(self.time(&format!("{name}.until"), u)?);
+                if u < at {
+                    return Err(self.field(
+                        &format!("{name}.until"),
+                        format!(
+                            "{u_text} is before its start {at_text}",
+                            u_text = u_text(f),
+                            at_text = f.at.as_deref().unwrap_or("")
+                        ),
+                    ));
+                }
+                Some(u - at)
+            }
+            (None, Some(s)) => {
+                self.within(&format!("{name}.for_s"), s >= 0.0, "0 or more", s)?;
+                Some((s * 1000.0).round() as i64)
+            }
+            (None, None) => None,
+        };
+        Ok(Fault {
+            at_ms: at,
+            duration_ms,
+            kind: f.kind.clone(),
+            note: f.note.clone(),
+            when: f.when.clone(),
+            optional: f.optional,
+        })
+    }
+}
+
+fn u_text(f: &FaultEntry) -> &str {
+    f.until.as_deref().unwrap_or("")
 }
 
 /// `YYYY-MM-DD` to Unix ms at midnight UTC (days-from-civil).

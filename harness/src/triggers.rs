@@ -215,6 +215,111 @@ impl Triggers {
     }
 }
 
+/// A run's triggers at work: armed before the movers connect (a link is read from its first
+/// byte, the routing db's claim changes from before the clock starts), started with the
+/// nemesis, and disarmed before the final reads, saying which never fired.
+pub struct Watch {
+    triggers: Arc<Mutex<Triggers>>,
+    clock: Arc<std::sync::OnceLock<chaos_history::HistoryWriter>>,
+    fired_tx: Option<tokio::sync::mpsc::UnboundedSender<Fired>>,
+    fired_rx: Option<tokio::sync::mpsc::UnboundedReceiver<Fired>>,
+    link_taps: Vec<chaos_proxy::Tap>,
+    claims: Option<Listener>,
+    routing_url: String,
+    tasks: Vec<tokio::task::JoinHandle<()>>,
+}
+
+impl Watch {
+    /// Arm the scenario's triggers: tap the box-to-shard links when a trigger waits for a link
+    /// event, LISTEN on the routing db when any trigger waits at all.
+    pub async fn arm(
+        scenario: &Scenario,
+        links: &crate::links::Links,
+        routing_url: &str,
+    ) -> anyhow::Result<Watch> {
+        let triggers = Arc::new(Mutex::new(Triggers::new(scenario)));
+        let clock: Arc<std::sync::OnceLock<chaos_history::HistoryWriter>> = Default::default();
+        let (fired_tx, fired_rx) = tokio::sync::mpsc::unbounded_channel();
+        let mut link_taps = Vec::new();
+        if triggers.lock().unwrap().waits_for(|e| e.on_link()) {
+            let taps = links
+                .taps()
+                .ok_or_else(|| anyhow::anyhow!("link triggers need the harness's own proxy"))?;
+            let box_shard: Vec<String> = scenario
+                .topology()
+                .links()
+                .into_iter()
+                .filter(|l| l.starts_with("box-") && !l.ends_with("->routing"))
+                .collect();
+            link_taps = tap_links(
+                &taps,
+                &box_shard,
+                triggers.clone(),
+                clock.clone(),
+                fired_tx.clone(),
+            );
+        }
+        let claims = if triggers.lock().unwrap().is_empty() {
+            None
+        } else {
+            Some(listen(routing_url).await?)
+        };
+        Ok(Watch {
+            triggers,
+            clock,
+            fired_tx: Some(fired_tx),
+            fired_rx: Some(fired_rx),
+            link_taps,
+            claims,
+            routing_url: routing_url.to_string(),
+            tasks: vec![],
+        })
+    }
+
+    /// The clock has started: events count from now, and what fires goes to `nemesis`.
+    pub fn start(&mut self, nemesis: Arc<Nemesis>) {
+        let history = nemesis.history.clone();
+        let _ = self.clock.set(history.clone());
+        if let Some(rx) = self.fired_rx.take() {
+            self.tasks.push(tokio::spawn(land_fired(rx, nemesis)));
+        }
+        let fired = self.fired_tx.take();
+        if let (Some(first), Some(fired)) = (self.claims.take(), fired) {
+            self.tasks.push(tokio::spawn(watch_claims(
+                self.routing_url.clone(),
+                first,
+                self.triggers.clone(),
+                history,
+                fired,
+            )));
+        }
+    }
+
+    /// Stop watching, and record each trigger that never fired in the history. Returns the
+    /// reasons the run cannot judge (the unfired triggers that were not optional).
+    pub async fn disarm(mut self, history: &chaos_history::HistoryWriter) -> Vec<String> {
+        self.link_taps.clear();
+        for t in self.tasks.drain(..) {
+            t.abort();
+            let _ = t.await;
+        }
+        let unfired = self.triggers.lock().unwrap().unfired();
+        for (index, when, optional) in &unfired {
+            history.record(
+                "nemesis",
+                OpType::Info,
+                "trigger-unfired",
+                json!({ "fault": index, "when": when, "optional": optional }),
+            );
+        }
+        unfired
+            .iter()
+            .filter(|u| !u.2)
+            .map(|(i, when, _)| format!("fault {i}'s trigger ({when}) never fired"))
+            .collect()
+    }
+}
+
 /// A LISTEN on the routing db's claim changes: notifications with the instant each arrived.
 pub struct Listener {
     _client: tokio_postgres::Client,

@@ -256,7 +256,9 @@ impl Driver {
             Driver::Links {
                 links, scenario, ..
             } => {
-                links.inject(LINK, &kind, scenario).await.unwrap();
+                chaos_harness::faults::link::inject(links, links.client(), LINK, &kind, scenario)
+                    .await
+                    .unwrap();
             }
             Driver::Standalone { client, .. } => {
                 let name = proxy_name(LINK);

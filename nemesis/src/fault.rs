@@ -79,7 +79,36 @@ pub enum FaultKind {
     Clock { target: String, offset_ms: i64 },
 }
 
+/// The four fault families: each is applied in one place by the harness (`faults/`), with
+/// the same small interface (how early its work begins, apply, heal).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Family {
+    /// Signals to a mover: pause/resume (SIGSTOP/SIGCONT), kill/start-mover.
+    Signal,
+    /// A database server: stop/start, crash/start.
+    Database,
+    /// A toxic or a cut on a link, through the proxy: latency, bandwidth, down, timeout,
+    /// reset_peer, each healed by `heal`.
+    Link,
+    /// A box's wall clock (libfaketime): clock/clock-reset.
+    Clock,
+}
+
 impl FaultKind {
+    /// The family that applies it.
+    pub fn family(&self) -> Family {
+        match self {
+            FaultKind::Pause { .. } | FaultKind::Kill { .. } => Family::Signal,
+            FaultKind::Stop { .. } | FaultKind::Crash { .. } => Family::Database,
+            FaultKind::Clock { .. } => Family::Clock,
+            FaultKind::Latency { .. }
+            | FaultKind::Bandwidth { .. }
+            | FaultKind::Down { .. }
+            | FaultKind::Timeout { .. }
+            | FaultKind::ResetPeer { .. } => Family::Link,
+        }
+    }
+
     /// The verb that starts it, as the history records it.
     pub fn verb(&self) -> &'static str {
         match self {
@@ -158,14 +187,7 @@ impl FaultKind {
     }
 
     pub fn is_link_fault(&self) -> bool {
-        matches!(
-            self,
-            FaultKind::Latency { .. }
-                | FaultKind::Bandwidth { .. }
-                | FaultKind::Down { .. }
-                | FaultKind::Timeout { .. }
-                | FaultKind::ResetPeer { .. }
-        )
+        self.family() == Family::Link
     }
 }
 

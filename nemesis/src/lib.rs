@@ -11,7 +11,9 @@ mod schedule;
 mod topology;
 mod trigger;
 
-pub use fault::{closing_verb, is_closing_verb, Fault, FaultKind, Stream, ROLES, VERB_PAIRS};
+pub use fault::{
+    closing_verb, is_closing_verb, Family, Fault, FaultKind, Stream, ROLES, VERB_PAIRS,
+};
 pub use random::{generate, RandomProfile, Rng, TargetSpread};
 pub use schedule::{expand, NemesisOp, Schedule};
 pub use topology::{LinkPattern, Topology};

@@ -26,6 +26,11 @@ impl Topology {
         }
     }
 
+    /// The shards: every node but the routing db.
+    pub fn shards(&self) -> &[String] {
+        &self.nodes[1..]
+    }
+
     /// Every link `client->node` that exists (the ingest has none to routing).
     pub fn links(&self) -> Vec<String> {
         let mut out = Vec::new();

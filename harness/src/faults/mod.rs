@@ -1,24 +1,26 @@
 //! The nemesis at work: applies a schedule's operations to the cluster, the links and the movers at their scenario times, records each as a history operation, and heals everything before the final reads.
+//!
+//! Each fault family has one home with the same small interface: `lead` (how early its
+//! work begins before the instant), `apply` (the opening verb, or with `op.heal` the closing
+//! one): `signal.rs` (pause, kill), `database.rs` (stop, crash), `link.rs` (toxics and cuts),
+//! `clock.rs` (a box's wall clock). This file schedules, records and heals; the verb pairs
+//! come from `chaos_nemesis::VERB_PAIRS`.
+
+pub mod clock;
+mod database;
+pub mod link;
+mod signal;
 
 use crate::backend::Cluster;
 use crate::links::Links;
 use crate::movers::Movers;
-use crate::pg::StopMode;
 use crate::progress::Progress;
 use crate::scenario::Scenario;
 use chaos_history::{HistoryWriter, OpType, ScenarioClock};
-use chaos_nemesis::{FaultKind, NemesisOp, Schedule};
+use chaos_nemesis::{Family, FaultKind, NemesisOp, Schedule};
 use serde_json::{json, Value};
 use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
-
-/// The file libfaketime reads a box's clock offset from (a clock fault writes it).
-pub fn faketime_file(log_dir: &std::path::Path, box_name: &str) -> std::path::PathBuf {
-    log_dir.join(format!("{box_name}.faketime"))
-}
-
-/// Where libfaketime lives on Debian.
-pub const LIBFAKETIME: &str = "/usr/lib/x86_64-linux-gnu/faketime/libfaketime.so.1";
 
 pub struct Nemesis {
     pub cluster: Arc<tokio::sync::Mutex<Cluster>>,
@@ -39,6 +41,22 @@ pub struct Nemesis {
 
 /// How far ahead of its instant a proxy change begins (its reads), real time.
 const PREPARE: Duration = Duration::from_millis(30);
+
+/// What an applied operation adds to its `ok` record, and the instant it landed when known
+/// (a held proxy change, a database start when its links open); else it landed when applied.
+struct Applied {
+    extra: Value,
+    landed: Option<Instant>,
+}
+
+impl Applied {
+    fn now(extra: Value) -> Applied {
+        Applied {
+            extra,
+            landed: None,
+        }
+    }
+}
 
 /// A fault's invoke record, written once: when its change is sent, or before its outcome.
 struct Invoke(Arc<Mutex<Option<Box<dyn FnOnce() + Send>>>>);
@@ -104,25 +122,15 @@ impl Nemesis {
         self.t0 + Duration::from_nanos(offset_ns as u64)
     }
 
-    /// When to begin working on an operation so that it lands at its scheduled instant:
-    /// a proxy change does its reads first and holds the change until the instant
-    /// (`PREPARE` ahead); a database start is begun earlier by twice the node's measured
-    /// start time as well (its links open at the instant); a signal or a file write is instant.
+    /// When to begin working on an operation so that it lands at its scheduled instant: its
+    /// family's lead before it.
     async fn wake(&self, op: &NemesisOp) -> Instant {
         let at = self.scheduled(op);
-        let lead = match (&op.kind, op.heal) {
-            // Twice the last start: a start that runs long still opens its links on time,
-            // and one that is quick waits, unreachable, for the instant.
-            (FaultKind::Stop { .. } | FaultKind::Crash { .. }, true) => {
-                let c = self.cluster.lock().await;
-                PREPARE + (2 * c.last_start(op.kind.target())).max(c.start_lead_floor())
-            }
-            // A restarted mover is started ahead and held at its gate (connected).
-            (FaultKind::Kill { .. }, true) => PREPARE + self.movers.prepare_lead(),
-            (FaultKind::Pause { .. } | FaultKind::Kill { .. } | FaultKind::Clock { .. }, _) => {
-                Duration::ZERO
-            }
-            _ => PREPARE,
+        let lead = match op.kind.family() {
+            Family::Signal => signal::lead(self, op),
+            Family::Database => database::lead(self, op).await,
+            Family::Link => link::lead(),
+            Family::Clock => clock::lead(),
         };
         at.checked_sub(lead).unwrap_or(at)
     }
@@ -212,7 +220,9 @@ impl Nemesis {
         // The operation lands when its change was answered (a held proxy change; a database
         // start when its links open, or when it accepts connections), else when applied.
         let landed = match &result {
-            Ok((_, Some(t))) => *t,
+            Ok(Applied {
+                landed: Some(t), ..
+            }) => *t,
             _ => Instant::now(),
         };
         let lag_us = landed.saturating_duration_since(at).as_micros() as i64
@@ -220,7 +230,7 @@ impl Nemesis {
         value["lag_real_us"] = json!(lag_us);
         let label = format!("{} {}", op.kind.verb(), target);
         match result {
-            Ok((extra, _)) => {
+            Ok(Applied { extra, .. }) => {
                 if let Value::Object(m) = extra {
                     for (k, v) in m {
                         value[k] = v;
@@ -232,7 +242,7 @@ impl Nemesis {
                     self.active.lock().unwrap().retain(|a| a.fault != op.fault);
                 } else {
                     self.progress.fault_started(label);
-                    if op_needs_heal(&op.kind) {
+                    if signal::needs_heal(&op.kind) {
                         self.active.lock().unwrap().push(op.clone());
                     }
                 }
@@ -251,182 +261,22 @@ impl Nemesis {
         }
     }
 
-    /// Apply one operation. `held` is the proxy client holding its changes until `at`; an
-    /// operation that is not a proxy change waits for `at` itself and records its invoke.
-    /// Returns what to add to the ok record and, when known, the instant it landed.
+    /// Apply one operation through its family. `held` is the proxy client holding its changes
+    /// until `at`; a family that does not change the proxy waits for `at` itself and records
+    /// the invoke.
     async fn apply(
         &self,
         op: &NemesisOp,
         at: Instant,
         held: &chaos_proxy::ToxiproxyClient,
         invoke: &Invoke,
-    ) -> Result<(Value, Option<Instant>), String> {
-        let target = op.kind.target();
-        let proxied = matches!(
-            (&op.kind, op.heal),
-            (FaultKind::Stop { .. } | FaultKind::Crash { .. }, _)
-        ) || !op.links.is_empty();
-        // A restarted mover waits for its instant itself, once started and held at its gate.
-        let restart = matches!((&op.kind, op.heal), (FaultKind::Kill { .. }, true));
-        if !proxied && !restart {
-            tokio::time::sleep_until(at.into()).await;
-            invoke.fire();
+    ) -> Result<Applied, String> {
+        match op.kind.family() {
+            Family::Signal => signal::apply(self, op, at, invoke).await,
+            Family::Database => database::apply(self, op, at, held, invoke).await,
+            Family::Link => link::apply(self, op, held).await,
+            Family::Clock => clock::apply(self, op, at, invoke).await,
         }
-        let done = |v: Value| Ok((v, None));
-        match (&op.kind, op.heal) {
-            (FaultKind::Pause { freezer, .. }, false) => {
-                let how = if *freezer { "freezer" } else { "SIGSTOP" };
-                self.movers
-                    .signal(target, libc::SIGSTOP, *freezer)
-                    .await
-                    .map_err(|e| e.to_string())?;
-                done(json!({ "how": how }))
-            }
-            (FaultKind::Pause { freezer, .. }, true) => {
-                self.movers
-                    .signal(target, libc::SIGCONT, *freezer)
-                    .await
-                    .map_err(|e| e.to_string())?;
-                done(Value::Null)
-            }
-            (FaultKind::Kill { .. }, false) => {
-                self.movers
-                    .signal(target, libc::SIGKILL, false)
-                    .await
-                    .map_err(|e| e.to_string())?;
-                if self
-                    .scenario
-                    .faults
-                    .get(op.fault)
-                    .and_then(|f| f.duration_ms)
-                    .is_some()
-                {
-                    // Only a kill that landed owes a restart: the run is not over until it
-                    // happens (a mover that had already exited is not started again).
-                    self.movers.owe_restart(target);
-                }
-                done(Value::Null)
-            }
-            (FaultKind::Kill { .. }, true) if !self.movers.restart_owed(target) => done(
-                json!({ "restarted": false, "why": "the kill did not land (the mover had exited): nothing to restart" }),
-            ),
-            (FaultKind::Kill { .. }, true) => {
-                // The killed process may still be being reaped.
-                for _ in 0..200 {
-                    if !self.movers.is_running(target) {
-                        break;
-                    }
-                    tokio::time::sleep(Duration::from_millis(5)).await;
-                }
-                // Started now and held at its gate; let go at the instant. A mover that
-                // cannot be prepared is started at the instant instead (spawn starts one).
-                if let Err(e) = self.movers.prepare(target).await {
-                    eprintln!("chaos: {target}: could not start ahead of its restart: {e}");
-                }
-                tokio::time::sleep_until(at.into()).await;
-                invoke.fire();
-                let began = Instant::now();
-                // The owed restart is paid once the mover runs (or cannot be started), not when
-                // its task wakes ahead of the instant: until then the run is not over.
-                let spawned = self.movers.spawn(target).await;
-                self.movers.restart_paid(target);
-                spawned.map_err(|e| e.to_string())?;
-                Ok((
-                    json!({ "spawn_real_us": began.elapsed().as_micros() as u64 }),
-                    Some(Instant::now()),
-                ))
-            }
-            (FaultKind::Stop { .. } | FaultKind::Crash { .. }, false) => {
-                // Its clients lose the database at the instant (the links are cut), then
-                // the server stops: fast (a clean shutdown) or immediate (a crash).
-                let mode = match op.kind {
-                    FaultKind::Crash { .. } => StopMode::Immediate,
-                    _ => StopMode::Fast,
-                };
-                let links = self
-                    .links
-                    .cut_node(held, target)
-                    .await
-                    .map_err(|e| format!("cutting the links to {target}: {e}"))?;
-                if links == 0 {
-                    // Nothing was held until the instant: wait for it here.
-                    tokio::time::sleep_until(at.into()).await;
-                }
-                let landed = held.landed();
-                invoke.fire();
-                let began = Instant::now();
-                self.cluster
-                    .lock()
-                    .await
-                    .stop_node(target, mode)
-                    .await
-                    .map_err(|e| e.to_string())?;
-                Ok((
-                    json!({ "links_cut": links, "stopped_real_ms": began.elapsed().as_millis() as u64 }),
-                    landed,
-                ))
-            }
-            (FaultKind::Stop { .. } | FaultKind::Crash { .. }, true) => {
-                // Started early by its measured start time; its clients get it back at the instant.
-                let took = self
-                    .cluster
-                    .lock()
-                    .await
-                    .start_node(target)
-                    .await
-                    .map_err(|e| e.to_string())?;
-                let ready = Instant::now();
-                let links = self
-                    .links
-                    .restore_node(held, target)
-                    .await
-                    .map_err(|e| format!("opening the links to {target}: {e}"))?;
-                let landed = held.landed().unwrap_or(ready);
-                Ok((
-                    json!({ "start_real_ms": took.as_millis() as u64, "links_opened": links }),
-                    Some(landed),
-                ))
-            }
-            (FaultKind::Clock { offset_ms, .. }, heal) => {
-                let offset_s = if heal {
-                    0.0
-                } else {
-                    *offset_ms as f64 / 1000.0 * self.scenario.file.time_scale_ms / 1000.0
-                };
-                let path = faketime_file(&self.movers_log_dir(), target);
-                std::fs::write(&path, format!("{offset_s:+.3}\n"))
-                    .map_err(|e| format!("write {}: {e}", path.display()))?;
-                done(json!({ "offset_real_s": offset_s }))
-            }
-            (kind, false) => {
-                let applied = futures_util::future::join_all(
-                    op.links
-                        .iter()
-                        .map(|link| self.links.inject_with(held, link, kind, &self.scenario)),
-                )
-                .await
-                .into_iter()
-                .zip(&op.links)
-                .map(|(r, link)| r.map_err(|e| format!("{link}: {e}")))
-                .collect::<Result<Vec<_>, _>>()?;
-                Ok((json!({ "toxics": applied }), held.landed()))
-            }
-            (_, true) => {
-                futures_util::future::join_all(
-                    op.links.iter().map(|link| self.links.heal_with(held, link)),
-                )
-                .await
-                .into_iter()
-                .zip(&op.links)
-                .map(|(r, link)| r.map_err(|e| format!("{link}: {e}")))
-                .collect::<Result<Vec<_>, _>>()?;
-                Ok((Value::Null, held.landed()))
-            }
-        }
-    }
-
-    fn movers_log_dir(&self) -> std::path::PathBuf {
-        self.movers.log_dir()
     }
 
     /// Apply a triggered fault (fault `index`, its target resolved), or its heal, landing at `at`.
@@ -475,9 +325,4 @@ impl Nemesis {
     pub fn lags_us(&self) -> Vec<i64> {
         self.lags_us.lock().unwrap().clone()
     }
-}
-
-/// Faults that leave something to undo.
-fn op_needs_heal(kind: &FaultKind) -> bool {
-    !matches!(kind, FaultKind::Kill { .. })
 }

@@ -1,0 +1,92 @@
+//! The database family: a server stopped (fast shutdown) or crashed (immediate), and started again with its data; its links are cut and opened at the instant.
+
+use super::{Applied, Invoke, Nemesis, PREPARE};
+use crate::pg::StopMode;
+use chaos_nemesis::{FaultKind, NemesisOp};
+use chaos_proxy::ToxiproxyClient;
+use serde_json::json;
+use std::time::{Duration, Instant};
+
+/// A stop cuts the links through a held proxy change (`PREPARE` ahead); a start is begun
+/// earlier by twice the node's last start, so one that runs long still opens its links on
+/// time and one that is quick waits, unreachable, for the instant.
+pub(super) async fn lead(n: &Nemesis, op: &NemesisOp) -> Duration {
+    if !op.heal {
+        return PREPARE;
+    }
+    let c = n.cluster.lock().await;
+    PREPARE + (2 * c.last_start(op.kind.target())).max(c.start_lead_floor())
+}
+
+pub(super) async fn apply(
+    n: &Nemesis,
+    op: &NemesisOp,
+    at: Instant,
+    held: &ToxiproxyClient,
+    invoke: &Invoke,
+) -> Result<Applied, String> {
+    if op.heal {
+        start(n, op.kind.target(), held).await
+    } else {
+        stop(n, &op.kind, at, held, invoke).await
+    }
+}
+
+/// Its clients lose the database at the instant (the links are cut), then the server stops:
+/// fast (a clean shutdown) or immediate (a crash).
+async fn stop(
+    n: &Nemesis,
+    kind: &FaultKind,
+    at: Instant,
+    held: &ToxiproxyClient,
+    invoke: &Invoke,
+) -> Result<Applied, String> {
+    let target = kind.target();
+    let mode = match kind {
+        FaultKind::Crash { .. } => StopMode::Immediate,
+        _ => StopMode::Fast,
+    };
+    let links = n
+        .links
+        .cut_node(held, target)
+        .await
+        .map_err(|e| format!("cutting the links to {target}: {e}"))?;
+    if links == 0 {
+        // Nothing was held until the instant: wait for it here.
+        tokio::time::sleep_until(at.into()).await;
+    }
+    let landed = held.landed();
+    invoke.fire();
+    let began = Instant::now();
+    n.cluster
+        .lock()
+        .await
+        .stop_node(target, mode)
+        .await
+        .map_err(|e| e.to_string())?;
+    Ok(Applied {
+        extra: json!({ "links_cut": links, "stopped_real_ms": began.elapsed().as_millis() as u64 }),
+        landed,
+    })
+}
+
+/// Started early by its measured start time; its clients get it back at the instant.
+async fn start(n: &Nemesis, target: &str, held: &ToxiproxyClient) -> Result<Applied, String> {
+    let took = n
+        .cluster
+        .lock()
+        .await
+        .start_node(target)
+        .await
+        .map_err(|e| e.to_string())?;
+    let ready = Instant::now();
+    let links = n
+        .links
+        .restore_node(held, target)
+        .await
+        .map_err(|e| format!("opening the links to {target}: {e}"))?;
+    Ok(Applied {
+        extra: json!({ "start_real_ms": took.as_millis() as u64, "links_opened": links }),
+        landed: Some(held.landed().unwrap_or(ready)),
+    })
+}

@@ -1,0 +1,126 @@
+//! The boxes of a run: each mover's program, argv and protocol environment (real milliseconds, already scaled), rendered once from the typed scenario.
+
+use crate::backend::{MoverProgram, MoverSpec};
+use crate::faults::clock;
+use crate::scenario::{self, MoverSection, Scenario};
+use crate::testbed::LinkUrls;
+use chaos_workloads::mover::switch_name;
+use std::collections::BTreeMap;
+use std::path::{Path, PathBuf};
+use std::time::Duration;
+
+/// The reference mover: beside this binary.
+pub fn reference_mover() -> anyhow::Result<PathBuf> {
+    let exe = std::env::current_exe()?;
+    let dir = exe
+        .parent()
+        .ok_or_else(|| anyhow::anyhow!("no folder for {}", exe.display()))?;
+    for candidate in [dir.join("mover"), dir.join("../mover")] {
+        if candidate.is_file() {
+            return Ok(candidate);
+        }
+    }
+    anyhow::bail!("the reference mover is not built beside {}: run `cargo build --release -p chaos-workloads` (or give --mover-cmd)", exe.display())
+}
+
+/// The reference mover's argv for the scenario's switches.
+pub fn reference_args(m: &MoverSection) -> Vec<String> {
+    let mut args = vec![
+        "--fencing".to_string(),
+        switch_name(m.fencing),
+        "--on-renew-failure".into(),
+        switch_name(m.on_renew_failure),
+        "--on-lost".into(),
+        switch_name(m.on_lost),
+        "--election".into(),
+        switch_name(m.election),
+    ];
+    if m.check_expiry_before_write {
+        args.push("--check-expiry-before-write".into());
+    }
+    if m.renew_on_thread {
+        args.push("--renew-on-thread".into());
+    }
+    args.extend(m.args.iter().cloned());
+    args
+}
+
+/// The mover's settings as the run's record keeps them (for the report and the story).
+pub fn settings(s: &Scenario) -> BTreeMap<String, String> {
+    let m = &s.file.mover;
+    let l = &s.file.lease;
+    let command = m
+        .command
+        .clone()
+        .unwrap_or_else(|| "reference mover".into());
+    BTreeMap::from([
+        ("fencing".into(), switch_name(m.fencing)),
+        ("on_renew_failure".into(), switch_name(m.on_renew_failure)),
+        ("on_lost".into(), switch_name(m.on_lost)),
+        (
+            "check_expiry_before_write".into(),
+            m.check_expiry_before_write.to_string(),
+        ),
+        ("election".into(), switch_name(m.election)),
+        ("renew_on_thread".into(), m.renew_on_thread.to_string()),
+        ("command".into(), command),
+        ("lease_s".into(), l.lease_s.to_string()),
+        ("poll_s".into(), l.poll_s.to_string()),
+        ("copy_s".into(), l.copy_s.to_string()),
+        ("time_scale_ms".into(), s.file.time_scale_ms.to_string()),
+    ])
+}
+
+/// One spec per box: the program (a `--mover-cmd` or the reference mover with its switches),
+/// the mover protocol's environment through the box's links, and libfaketime for the boxes a
+/// clock fault targets.
+pub fn specs(
+    scenario: &Scenario,
+    urls: &LinkUrls,
+    shards: &[String],
+    log_dir: &Path,
+) -> anyhow::Result<Vec<MoverSpec>> {
+    let s = &scenario.file;
+    let program = match &s.mover.command {
+        Some(cmd) => MoverProgram::Shell(cmd.clone()),
+        None => MoverProgram::Exec {
+            program: reference_mover()?,
+            args: reference_args(&s.mover),
+        },
+    };
+    let clocked = clock::clocked_boxes(scenario);
+    let real = |scenario_s: f64| scenario.real_ms(scenario_s * 1000.0).to_string();
+    let mut out = Vec::new();
+    for b in &scenario.topology().boxes {
+        let shard_urls = shards
+            .iter()
+            .map(|n| format!("{n}={}", urls.mover(&format!("{b}->{n}"))))
+            .collect::<Vec<_>>()
+            .join(",");
+        let mut env = vec![
+            ("CHAOS_BOX".to_string(), b.clone()),
+            ("CHAOS_JOB".into(), s.lease.job.clone()),
+            (
+                "CHAOS_ROUTING_URL".into(),
+                urls.mover(&format!("{b}->routing")),
+            ),
+            ("CHAOS_SHARD_URLS".into(), shard_urls),
+            ("CHAOS_LEASE_MS".into(), real(s.lease.lease_s)),
+            ("CHAOS_POLL_MS".into(), real(s.lease.poll_s)),
+            ("CHAOS_COPY_MS".into(), real(s.lease.copy_s)),
+            ("CHAOS_BATCHES".into(), s.lease.batches.to_string()),
+        ];
+        if clocked.contains(b) {
+            env.extend(clock::mover_env(log_dir, b)?);
+        }
+        out.push(MoverSpec {
+            box_name: b.clone(),
+            program: program.clone(),
+            env,
+            log_path: log_dir.join(format!("{b}.log")),
+            reads_gate: s.mover.ready == scenario::Ready::Gate,
+            ready_timeout: Duration::from_secs_f64(s.mover.ready_timeout_real_s),
+        });
+    }
+    Ok(out)
+}

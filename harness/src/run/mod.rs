@@ -1,0 +1,283 @@
+//! One run, start to finish: resolve the scenario, start the testbed, start the movers, the ingest and the nemesis on the scenario clock, wait, heal, read the audit and final state, judge, write the results.
+//!
+//! `boxes.rs` renders each mover's program and environment; `live.rs` is the run while it
+//! runs; `judge.rs` writes the record and judges it.
+
+pub mod boxes;
+mod judge;
+mod live;
+
+use crate::backend::BackendKind;
+use crate::faults::clock;
+use crate::results::{self, RunDir};
+use crate::scenario::{self, Scenario};
+use crate::testbed::{farm, BedOptions, Testbed};
+use chaos_checkers::{Validity, Verdict};
+use live::Live;
+use serde_json::json;
+use std::path::PathBuf;
+use std::sync::Arc;
+use std::time::{Duration, Instant};
+
+/// How far ahead the scenario clock is set when the movers are ready (see `Live::start`).
+const START_LEAD: Duration = Duration::from_millis(40);
+
+/// What `chaos run` was asked, after parsing; overrides win over the scenario file.
+#[derive(Debug, Clone, Default)]
+pub struct RunOptions {
+    pub scenario: String,
+    pub fencing: Option<scenario::Fencing>,
+    pub on_renew_failure: Option<scenario::OnRenewFailure>,
+    pub on_lost: Option<scenario::OnLost>,
+    pub check_expiry_before_write: bool,
+    pub renew_on_thread: bool,
+    pub election: Option<scenario::Election>,
+    pub lease_s: Option<f64>,
+    pub seed: Option<u64>,
+    pub mover_cmd: Option<String>,
+    pub time_scale_ms: Option<f64>,
+    pub rows_per_turbine: Option<u32>,
+    pub strict_duplicates: bool,
+    pub toxiproxy: Option<String>,
+    pub results: PathBuf,
+    pub quiet: bool,
+    /// Faults added on top of the scenario's (the sweep's latency profile).
+    pub extra_faults: Vec<chaos_nemesis::Fault>,
+    /// Name for the results folder (default: the scenario's name).
+    pub label: Option<String>,
+    pub backend: Option<BackendKind>,
+    /// How a `--mover-cmd` says it is ready (overrides `[mover] ready`).
+    pub mover_ready: Option<scenario::Ready>,
+    /// The supervisor's restart policy (overrides `[mover] restart`).
+    pub restart: Option<scenario::Restart>,
+}
+
+/// What a finished run hands back.
+pub struct RunOutcome {
+    pub dir: PathBuf,
+    pub verdict: Verdict,
+    pub figures: serde_json::Value,
+}
+
+/// Load the scenario and apply the overrides; every error names the file and field.
+pub fn resolve(opts: &RunOptions) -> anyhow::Result<Scenario> {
+    let path = scenario::resolve(&opts.scenario)?;
+    let text =
+        std::fs::read_to_string(&path).map_err(|e| anyhow::anyhow!("{}: {e}", path.display()))?;
+    let mut file: scenario::ScenarioFile = toml::from_str(&text).map_err(|e| {
+        anyhow::anyhow!(
+            "{}: {}",
+            path.display(),
+            e.to_string()
+                .split_whitespace()
+                .collect::<Vec<_>>()
+                .join(" ")
+        )
+    })?;
+    let m = &mut file.mover;
+    if let Some(v) = opts.fencing {
+        m.fencing = v;
+    }
+    if let Some(v) = opts.on_renew_failure {
+        m.on_renew_failure = v;
+    }
+    if let Some(v) = opts.on_lost {
+        m.on_lost = v;
+    }
+    if opts.check_expiry_before_write {
+        m.check_expiry_before_write = true;
+    }
+    if opts.renew_on_thread {
+        m.renew_on_thread = true;
+    }
+    if let Some(v) = opts.election {
+        m.election = v;
+    }
+    if let Some(v) = &opts.mover_cmd {
+        m.command = Some(v.clone());
+    }
+    if let Some(v) = opts.mover_ready {
+        m.ready = v;
+    }
+    if let Some(v) = opts.restart {
+        m.restart = v;
+    }
+    if let Some(v) = opts.lease_s {
+        file.lease.lease_s = v;
+    }
+    if let Some(v) = opts.seed {
+        file.seed = v;
+    }
+    if let Some(v) = opts.time_scale_ms {
+        file.time_scale_ms = v;
+    }
+    if let Some(v) = opts.rows_per_turbine {
+        file.data.rows_per_turbine = v;
+    }
+    Ok(scenario::validate(file, &path, &opts.extra_faults)?)
+}
+
+pub(crate) fn say(quiet: bool, line: &str) {
+    if !quiet {
+        eprintln!("{line}");
+    }
+}
+
+/// Real seconds spent in each phase outside the scenario itself.
+pub struct Timings {
+    pub cluster_s: f64,
+    pub seed_s: f64,
+    pub final_s: f64,
+}
+
+/// Run a scenario end to end. Errors are the harness's own failures (exit 3).
+pub async fn run(opts: &RunOptions) -> anyhow::Result<RunOutcome> {
+    let wall = Instant::now();
+    let scenario = Arc::new(resolve(opts)?);
+    let backend = preflight(&scenario, opts)?;
+    let s = &scenario.file;
+    let farm = farm(&scenario);
+    let label = opts.label.clone().unwrap_or_else(|| s.name.clone());
+    let dir = RunDir::create(&opts.results, &label, s.seed)?;
+    let quiet = opts.quiet;
+    say(
+        quiet,
+        &format!(
+            "chaos: {} (seed {}) -> {}",
+            s.name,
+            s.seed,
+            dir.path.display()
+        ),
+    );
+    results::write_json(
+        &dir.file("config.json"),
+        &json!({ "scenario": &*scenario, "seed": s.seed, "git_commit": results::git_commit(), "backend": backend, "toxiproxy": opts.toxiproxy }),
+    )?;
+
+    // The testbed: routing + shards, a proxy per link, the schema, the plan, the readings.
+    let bed = Testbed::start(
+        &scenario,
+        &BedOptions {
+            backend,
+            toxiproxy: opts.toxiproxy.clone(),
+            log_dir: dir.logs.clone(),
+            run_id: dir.run_id.clone(),
+        },
+    )
+    .await?;
+    let cluster_s = bed.cluster_s;
+    let (n, where_) = (bed.nodes.len(), bed.cluster.describe());
+    say(
+        quiet,
+        &format!("chaos: {n} databases up in {cluster_s:.2} s ({where_})"),
+    );
+    let t_seed = Instant::now();
+    let seeded = bed.install(&scenario, &farm).await?;
+    let seed_s = t_seed.elapsed().as_secs_f64();
+    say(
+        quiet,
+        &format!(
+            "chaos: seeded {} turbines x {} readings in {seed_s:.2} s; plan moves {}",
+            farm.seeded_turbines,
+            farm.rows_per_turbine,
+            farm.plan().len()
+        ),
+    );
+    let shards = bed.shards().to_vec();
+    let specs = boxes::specs(&scenario, &bed.urls, &shards, &dir.logs)?;
+    let bed = live::Bed {
+        cluster: bed.cluster,
+        links: bed.links,
+        urls: bed.urls,
+        shards,
+    };
+    let history_path = dir.file(chaos_history::HISTORY_FILE);
+    let live = Live::start(
+        scenario.clone(),
+        bed,
+        specs,
+        &farm,
+        &history_path,
+        &dir.logs,
+    )
+    .await?;
+    let end = live.wait(quiet).await;
+
+    // Heal, stop, read. Every fault is healed before the final reads.
+    let t_final = Instant::now();
+    let (clock, lags, exits) = (live.clock, live.nemesis.lags_us(), live.movers.exits());
+    let finals = live.wind_down(end.setup_failure.is_none()).await?;
+    let Some(finals) = finals else {
+        // Nothing to judge: the mover could not run. Say why, once.
+        anyhow::bail!("{}", end.setup_failure.unwrap_or_default());
+    };
+    let t = Timings {
+        cluster_s,
+        seed_s,
+        final_s: t_final.elapsed().as_secs_f64(),
+    };
+    let meta = judge::meta(
+        &scenario,
+        &farm,
+        clock,
+        seeded,
+        &end,
+        &finals,
+        opts.strict_duplicates,
+    );
+    let figures = judge::figures(&t, &end, &finals, &lags, json!(exits));
+    let (verdict, mut figures) = judge::judge(&dir, &meta, &finals, figures, quiet).await?;
+    figures["wall_s"]["total"] = json!(wall.elapsed().as_secs_f64());
+    results::write_json(&dir.file("figures.json"), &figures)?;
+    say(
+        quiet,
+        &format!(
+            "chaos: wall time {:.1} s (cluster {cluster_s:.1}, seed {seed_s:.1}, scenario {:.1}, final reads {:.1}); faults landed within {} µs (max); results in {}",
+            wall.elapsed().as_secs_f64(),
+            end.scenario_s,
+            t.final_s,
+            lags.iter().max().copied().unwrap_or(0),
+            dir.path.display()
+        ),
+    );
+    Ok(RunOutcome {
+        dir: dir.path.clone(),
+        verdict,
+        figures,
+    })
+}
+
+/// What can be refused before anything starts: the reference mover not built, a clock fault
+/// without libfaketime, a link trigger where the harness cannot read the links.
+fn preflight(scenario: &Scenario, opts: &RunOptions) -> anyhow::Result<BackendKind> {
+    if scenario.file.mover.command.is_none() {
+        boxes::reference_mover()?;
+    }
+    clock::check_installed(scenario)?;
+    let backend = opts.backend.unwrap_or(BackendKind::Process);
+    // A link trigger reads the bytes our own proxy forwards: not those of a proxy in a
+    // container or of an external Toxiproxy.
+    let link_trigger = scenario
+        .faults
+        .iter()
+        .filter_map(|f| f.when.as_ref())
+        .find(|w| w.on.on_link());
+    if let Some(w) = link_trigger {
+        if backend != BackendKind::Process || opts.toxiproxy.is_some() {
+            anyhow::bail!(
+                "a trigger on a link event ({}) reads the links through the harness's own proxy: run it on the process backend without --toxiproxy",
+                w.describe()
+            );
+        }
+    }
+    Ok(backend)
+}
+
+/// Exit code for a verdict, with `--expect`: 0 when it matched, 1 when not.
+pub fn exit_code(verdict: Validity, expect: Option<Validity>) -> u8 {
+    match expect {
+        Some(e) if e == verdict => 0,
+        Some(_) => 1,
+        None => verdict.exit_code() as u8,
+    }
+}

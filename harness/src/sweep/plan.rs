@@ -1,0 +1,256 @@
+//! `chaos sweep`'s input: its flags checked once into a `Plan` (leases, fencing settings, runs, seed, latency profile, budget); nothing runs before it exists.
+
+use super::profile;
+use crate::run::{self, RunOptions};
+use std::path::PathBuf;
+use std::time::Duration;
+
+/// The definitions, printed under `chaos sweep --help`.
+pub const DEFINITIONS: &str = "\
+Definitions (every figure is measured from the runs' histories and verdicts):
+  renewal latency   a box's renew invoke to its completion (ok, fail or info), scenario ms,
+                    hdrhistogram; a p99.9 needs at least 1,000 renewals (with fewer it is the max)
+  false expiry      a holder lost its claim (another box was granted it after it expired; its
+                    renewal then answers 'lost') while the nemesis had neither paused nor killed
+                    it and it had not stopped by its own choice (released, done, exited)
+  takeover          a grant to a different box than the previous grant's
+  recover           time from the nemesis killing the current holder to the next grant
+  vacancy           time with no valid claim while the plan was unfinished (total per run, max)
+  writes after exp  mover writes committed after their grant's last expiry (count, longest s)
+  data lost         acknowledged rows on no shard (fencing off shows it); refused = writes a
+                    shard's fence refused (fencing on)
+  finish            scenario seconds from the start until the last planned turbine left its source
+  mover stalls      how late a 1 ms timer fires inside each mover process (p99.9, max), worst
+                    mover life; 1 real ms is 100 scenario ms at the default scale
+Latency profile: a heavy tail on every box-N->routing link from seeded, non-overlapping latency
+windows: 0.9 % of link time between --latency-p99 and --latency-p999, 0.1 % between
+--latency-p999 and --latency-max; --latency-p50 is applied as a base level when the proxy can
+express it (>= 1 real ms), else the link's own round trip stands for it. Every lease sees the
+same weather for the same seed; run k of a cell uses seed S+k.
+Output: results/sweep-<scenario>/<stamp>-<seed>/ with sweep.txt, sweep.csv, sweep.json,
+sweep.svg and runs/. Exit 0 when every run completed (verdicts are data here), 3 when the
+harness failed, the input was bad, or the budget ran out (the partial table is written).";
+
+#[derive(clap::Args, Debug)]
+#[command(after_help = DEFINITIONS)]
+pub struct SweepArgs {
+    /// Scenario to sweep: a name in scenarios/ (try `sweep`) or a path to a TOML file.
+    #[arg(long)]
+    pub(super) scenario: String,
+    /// Lease durations in scenario time, comma-separated (e.g. 2s,5s,10s,30s,60s or 500ms,1m).
+    #[arg(long, default_value = "2s,5s,10s,30s,60s", allow_hyphen_values = true)]
+    lease: String,
+    /// Fencing settings to run every lease with: off, on, or off,on (the reference mover's;
+    /// a --mover-cmd fences as it does, and its rows say "own").
+    #[arg(long)]
+    fencing: Option<String>,
+    /// Sweep this program (docs/mover-protocol.md) instead of the reference mover: it is given
+    /// each lease as CHAOS_LEASE_MS.
+    #[arg(long)]
+    mover_cmd: Option<String>,
+    /// How the --mover-cmd says it is ready: exec or gate.
+    #[arg(long, value_enum)]
+    mover_ready: Option<crate::scenario::Ready>,
+    /// Restart a mover that exits non-zero (on-failure) or never.
+    #[arg(long, value_enum)]
+    restart: Option<crate::scenario::Restart>,
+    /// Runs per lease and fencing setting (seeds S, S+1, ...).
+    #[arg(long, default_value = "1", allow_hyphen_values = true)]
+    runs: String,
+    /// Seed for the latency weather and the runs (default: the scenario's).
+    #[arg(long, allow_hyphen_values = true)]
+    seed: Option<String>,
+    /// Target median renewal latency on box-*->routing (scenario time).
+    #[arg(long, default_value = "30ms", allow_hyphen_values = true)]
+    latency_p50: String,
+    /// Target p99 of the latency profile.
+    #[arg(long, default_value = "300ms", allow_hyphen_values = true)]
+    latency_p99: String,
+    /// Target p99.9 of the latency profile (lesson 002 measured 2,100 ms).
+    #[arg(long, default_value = "2100ms", allow_hyphen_values = true)]
+    latency_p999: String,
+    /// Largest spike [default: twice --latency-p999].
+    #[arg(long, allow_hyphen_values = true)]
+    latency_max: Option<String>,
+    /// No latency profile: only the scenario's own faults.
+    #[arg(long)]
+    no_latency: bool,
+    /// Wall-time budget for the whole sweep (e.g. 10m); runs that would not fit are not started.
+    #[arg(long, default_value = "20m", allow_hyphen_values = true)]
+    budget: String,
+    /// Real milliseconds per scenario second (default: the scenario's).
+    #[arg(long, allow_hyphen_values = true)]
+    time_scale_ms: Option<String>,
+    /// Where the sweep folder goes.
+    #[arg(long, default_value = "results")]
+    pub(super) results: PathBuf,
+    /// Print each run's own progress and story.
+    #[arg(long)]
+    pub(super) verbose: bool,
+}
+
+/// The fencing column of a team's mover: whatever its own code does.
+pub const OWN_FENCING: &str = "own";
+
+/// The sweep's input after checking; nothing runs before this exists.
+#[derive(Debug, Clone)]
+pub struct Plan {
+    pub scenario: String,
+    pub name: String,
+    pub leases_s: Vec<f64>,
+    pub fencings: Vec<String>,
+    /// A team's mover and how it starts and restarts (None: the reference mover).
+    pub mover_cmd: Option<String>,
+    pub mover_ready: Option<crate::scenario::Ready>,
+    pub restart: Option<crate::scenario::Restart>,
+    pub runs: u32,
+    pub seed: u64,
+    pub profile: Option<profile::Profile>,
+    pub budget: Duration,
+    pub time_scale_ms: Option<f64>,
+}
+
+/// `60s`, `5s`, `1m`, `500ms`, `2` (seconds) -> seconds; above zero.
+pub fn parse_duration_s(text: &str) -> Result<f64, String> {
+    let t = text.trim();
+    let (num, mult) = if let Some(n) = t.strip_suffix("ms") {
+        (n, 0.001)
+    } else if let Some(n) = t.strip_suffix('s') {
+        (n, 1.0)
+    } else if let Some(n) = t.strip_suffix('m') {
+        (n, 60.0)
+    } else if let Some(n) = t.strip_suffix('h') {
+        (n, 3600.0)
+    } else {
+        (t, 1.0)
+    };
+    let v: f64 = num
+        .trim()
+        .parse()
+        .map_err(|_| format!("'{text}' is not a duration like 60s, 500ms or 1m"))?;
+    if !(v > 0.0 && v.is_finite()) {
+        return Err(format!("'{text}' must be above zero"));
+    }
+    Ok(v * mult)
+}
+
+/// Check every flag; the first bad one is the error, in one line.
+pub fn plan(a: &SweepArgs) -> anyhow::Result<Plan> {
+    let mut leases_s = Vec::new();
+    for part in a.lease.split(',').filter(|p| !p.trim().is_empty()) {
+        let s = parse_duration_s(part).map_err(|e| anyhow::anyhow!("--lease: {e}"))?;
+        if s > 86_400.0 {
+            anyhow::bail!("--lease: '{part}' is longer than a day");
+        }
+        leases_s.push(s);
+    }
+    if leases_s.is_empty() {
+        anyhow::bail!("--lease: give at least one duration, e.g. --lease 2s,5s,10s,30s,60s");
+    }
+    leases_s.sort_by(|x, y| x.total_cmp(y));
+    leases_s.dedup();
+    // A team's mover fences (or not) by its own code: the harness cannot switch it, so its
+    // one column is labelled for what it is.
+    if a.mover_cmd.is_some() && a.fencing.is_some() {
+        anyhow::bail!(
+            "--fencing switches the reference mover; a --mover-cmd fences as it does (sweep each variant of it with its own command)"
+        );
+    }
+    if a.mover_cmd.is_none() && (a.mover_ready.is_some() || a.restart.is_some()) {
+        anyhow::bail!("--mover-ready and --restart are about a --mover-cmd; give one");
+    }
+    let fencing = match (&a.mover_cmd, &a.fencing) {
+        (Some(_), _) => OWN_FENCING,
+        (None, Some(f)) => f.as_str(),
+        (None, None) => "off",
+    };
+    let mut fencings = Vec::new();
+    for f in fencing.split(',').map(str::trim).filter(|f| !f.is_empty()) {
+        if f != "off" && f != "on" && a.mover_cmd.is_none() {
+            anyhow::bail!("--fencing: '{f}' is not off or on (give off, on or off,on)");
+        }
+        if !fencings.iter().any(|x| x == f) {
+            fencings.push(f.to_string());
+        }
+    }
+    if fencings.is_empty() {
+        anyhow::bail!("--fencing: give off, on or off,on");
+    }
+    let runs: u32 = a
+        .runs
+        .trim()
+        .parse()
+        .map_err(|_| anyhow::anyhow!("--runs: '{}' is not a whole number", a.runs))?;
+    if !(1..=1000).contains(&runs) {
+        anyhow::bail!("--runs: {runs} is not 1 to 1000");
+    }
+    let budget_s = parse_duration_s(&a.budget).map_err(|e| anyhow::anyhow!("--budget: {e}"))?;
+    let time_scale_ms = match &a.time_scale_ms {
+        Some(t) => {
+            let v: f64 = t
+                .trim()
+                .parse()
+                .map_err(|_| anyhow::anyhow!("--time-scale-ms: '{t}' is not a number"))?;
+            Some(v)
+        }
+        None => None,
+    };
+    // The scenario (and every override) must load before anything starts.
+    let base = RunOptions {
+        scenario: a.scenario.clone(),
+        time_scale_ms,
+        mover_cmd: a.mover_cmd.clone(),
+        mover_ready: a.mover_ready,
+        restart: a.restart,
+        ..Default::default()
+    };
+    let scenario = run::resolve(&base)?;
+    let seed = match &a.seed {
+        Some(s) => s
+            .trim()
+            .parse()
+            .map_err(|_| anyhow::anyhow!("--seed: '{s}' is not a whole number"))?,
+        None => scenario.file.seed,
+    };
+    let profile = if a.no_latency {
+        None
+    } else {
+        let ms = |flag: &str, v: &str| {
+            parse_duration_s(v)
+                .map(|s| s * 1000.0)
+                .map_err(|e| anyhow::anyhow!("{flag}: {e}"))
+        };
+        let p50_ms = ms("--latency-p50", &a.latency_p50)?;
+        let p99_ms = ms("--latency-p99", &a.latency_p99)?;
+        let p999_ms = ms("--latency-p999", &a.latency_p999)?;
+        let max_ms = match &a.latency_max {
+            Some(v) => ms("--latency-max", v)?,
+            None => 2.0 * p999_ms,
+        };
+        if !(p50_ms <= p99_ms && p99_ms <= p999_ms && p999_ms <= max_ms) {
+            anyhow::bail!(
+                "--latency-*: need p50 <= p99 <= p99.9 <= max (got {p50_ms} ms, {p99_ms} ms, {p999_ms} ms, {max_ms} ms)"
+            );
+        }
+        Some(profile::Profile {
+            p50_ms,
+            p99_ms,
+            p999_ms,
+            max_ms,
+        })
+    };
+    Ok(Plan {
+        scenario: a.scenario.clone(),
+        name: scenario.file.name.clone(),
+        leases_s,
+        fencings,
+        mover_cmd: a.mover_cmd.clone(),
+        mover_ready: a.mover_ready,
+        restart: a.restart,
+        runs,
+        seed,
+        profile,
+        budget: Duration::from_secs_f64(budget_s),
+        time_scale_ms,
+    })
+}
