@@ -5,6 +5,7 @@
 
 mod clock;
 mod op;
+mod operation;
 mod reader;
 mod record;
 mod runs;
@@ -13,6 +14,7 @@ mod writer;
 
 pub use clock::ScenarioClock;
 pub use op::{Op, OpType};
+pub use operation::{verb, Operation, Refusal};
 pub use reader::{read_history, HistoryReader};
 pub use record::{
     Audit, ClaimChange, FinalState, PlanEntry, RunMeta, RunRecord, SeededTurbine, ShardTurbineRuns,
