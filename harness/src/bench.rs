@@ -55,12 +55,8 @@ pub async fn bench(a: BenchArgs) -> anyhow::Result<u8> {
         let (mut starts, mut stops) = (vec![], vec![]);
         for i in 0..repeat {
             let spec = ClusterSpec {
-                nodes: vec![
-                    "routing".into(),
-                    "shard1".into(),
-                    "shard2".into(),
-                    "shard3".into(),
-                ],
+                // April's databases: the routing db and 3 shards, named as a run names them.
+                nodes: chaos_nemesis::Topology::new(4, 3).nodes,
                 links: vec![],
                 log_dir: log_dir.clone(),
                 run_id: format!("bench-{}-{i}", std::process::id()),

@@ -70,9 +70,8 @@ pub fn farm(s: &Scenario) -> Farm {
 impl Testbed {
     /// Start the databases, then a proxy per link of the scenario's topology.
     pub async fn start(scenario: &Scenario, o: &BedOptions) -> anyhow::Result<Testbed> {
-        let mut nodes = vec!["routing".to_string()];
-        nodes.extend((1..=scenario.file.cluster.shards).map(|i| format!("shard{i}")));
         let topology = scenario.topology();
+        let nodes = topology.nodes.clone();
         let spec = ClusterSpec {
             nodes: nodes.clone(),
             links: topology.links(),

@@ -31,10 +31,8 @@ const TMPFS_MAGIC: i64 = 0x0102_1994;
 ///
 /// Why memory: the servers run with `fsync=off` already (a crash stop still loses nothing
 /// acknowledged: a commit reaches the kernel before it is acknowledged), but their writes
-/// still go to the disk behind the page cache. On our 2-core VM, with the data on its disk,
-/// April's figures drifted with the disk's load: box 2's late writes measured 72-75 s in one
-/// hour and 81-116 s in the next (seeding 2.2 s, then 4-6.6 s), and a slow turbine near
-/// 22:24 cost the night its 107th. On /dev/shm: 71.3-75.4 s, seeding 2.1-4.4 s.
+/// still go to the disk behind the page cache, and with the data on a busy disk April's
+/// figures drift with the disk's load (docs/figures.md has the measurements).
 pub fn data_root() -> PathBuf {
     if let Some(dir) = std::env::var_os("CHAOS_DATA_DIR") {
         return PathBuf::from(dir);

@@ -282,11 +282,9 @@ async fn takes_db_signals(docker: &Docker, image: &str) -> bool {
 /// `tmpfs` (the default with an image that stops and starts postgres inside its container):
 /// memory, kept as long as the container, which the supervisor keeps up through every database
 /// stop and crash. `volume`: a volume per container on the engine's disk, removed with it (the
-/// only choice for an image that restarts as a container, such as postgres:16). Measured on
-/// our 2-core VM, April lease-only: on a volume the disk's load moved the night off its
-/// figures in 8 of 9 runs (box 2 behind its pace, 97-106 turbines before the outage, 35-83 s
-/// of vacancy); on tmpfs 4 of 4 kept them (106, 31.7-32.4 s, box 2 late 73-76 s) and seeding
-/// took 2.0-2.2 s instead of 3.6-5.6 s. `CHAOS_DOCKER_PG_DATA=tmpfs|volume` chooses.
+/// only choice for an image that restarts as a container, such as postgres:16). On a volume
+/// the disk's load moves April off its figures (docs/docker.md has the measurements).
+/// `CHAOS_DOCKER_PG_DATA=tmpfs|volume` chooses.
 fn pg_data_on_tmpfs(setting: Option<&str>, image: &str, supervised: bool) -> anyhow::Result<bool> {
     match setting {
         None | Some("") => Ok(supervised),
