@@ -338,6 +338,13 @@ fn usage_error(e: clap::Error) -> ExitCode {
         .find(|l| !l.is_empty())
         .unwrap_or("bad arguments");
     let first = first.strip_prefix("error: ").unwrap_or(first);
-    eprintln!("chaos: error: {first} (try --help)");
+    // A bad choice says what the choices are, on the same line.
+    let choices = text
+        .lines()
+        .map(str::trim)
+        .find(|l| l.starts_with("[possible values:"))
+        .map(|l| format!(" {l}"))
+        .unwrap_or_default();
+    eprintln!("chaos: error: {first}{choices} (try --help)");
     ExitCode::from(3)
 }

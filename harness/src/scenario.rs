@@ -288,6 +288,71 @@ impl Scenario {
     }
 }
 
+impl Scenario {
+    /// The scenario a stored run ran, from its `config.json`: the resolved file (every
+    /// override applied) with its faults as they were drawn, generated ones included, so the
+    /// run can be made again exactly (`chaos run --replay DIR`).
+    pub fn from_run(dir: &Path) -> Result<Scenario, ScenarioError> {
+        let path = dir.join("config.json");
+        let p = path.display().to_string();
+        let text = std::fs::read_to_string(&path).map_err(|source| ScenarioError::Read {
+            path: p.clone(),
+            source,
+        })?;
+        #[derive(Deserialize)]
+        struct Stored {
+            file: ScenarioFile,
+            faults: Vec<Fault>,
+        }
+        #[derive(Deserialize)]
+        struct Config {
+            scenario: Stored,
+        }
+        let config: Config = serde_json::from_str(&text).map_err(|e| ScenarioError::Parse {
+            path: p.clone(),
+            message: format!("not a run's config.json: {e}"),
+        })?;
+        let Stored { file, faults } = config.scenario;
+        without_generator(file).and_then(|f| validate(f, &path, &faults))
+    }
+
+    /// The same scenario with `faults` as its whole schedule (no generator): a candidate of
+    /// `chaos shrink`.
+    pub fn with_faults(&self, faults: &[Fault]) -> Result<Scenario, ScenarioError> {
+        without_generator(self.file.clone()).and_then(|f| validate(f, &self.path, faults))
+    }
+
+    /// A scenario file a person can read and run: the file with every fault written out as a
+    /// `[[fault]]` (times to the millisecond), no generator.
+    pub fn to_toml(&self) -> String {
+        let mut file = self.file.clone();
+        file.nemesis.random = None;
+        file.faults = self.faults.iter().map(fault_entry).collect();
+        toml::to_string(&file).unwrap_or_else(|e| format!("# cannot be written as TOML: {e}\n"))
+    }
+}
+
+fn without_generator(mut file: ScenarioFile) -> Result<ScenarioFile, ScenarioError> {
+    file.nemesis.random = None;
+    file.faults.clear();
+    Ok(file)
+}
+
+/// A fault as a scenario file writes it.
+fn fault_entry(f: &Fault) -> FaultEntry {
+    let at = f.at_ms.rem_euclid(86_400_000);
+    let (h, m, ms) = (at / 3_600_000, at / 60_000 % 60, at % 60_000);
+    FaultEntry {
+        at: Some(format!("{h:02}:{m:02}:{:02}.{:03}", ms / 1000, ms % 1000)),
+        when: f.when.clone(),
+        optional: f.optional,
+        until: None,
+        for_s: f.duration_ms.map(|d| d as f64 / 1000.0),
+        note: f.note.clone(),
+        kind: f.kind.clone(),
+    }
+}
+
 /// The scenarios folder: `$CHAOS_SCENARIOS`, else `scenarios/` here or beside the binary's workspace.
 pub fn scenarios_dir() -> PathBuf {
     if let Some(d) = std::env::var_os("CHAOS_SCENARIOS") {
