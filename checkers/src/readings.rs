@@ -206,6 +206,46 @@ struct Cursor {
     source: Source,
 }
 
+/// What one reading's timestamp holds across every covering run.
+#[derive(Default)]
+struct Point {
+    t: i64,
+    expected: bool,
+    maybe: bool,
+    copies: u64,
+    on_owner: bool,
+    on_other: bool,
+}
+
+impl Point {
+    /// Count the reading into `acc`; `owned` when the routing names an owner.
+    fn judge(&self, acc: &mut TurbineTally, owned: bool) {
+        let t = self.t;
+        if self.expected {
+            acc.expected.hit(t);
+        }
+        if self.copies == 0 {
+            if self.expected {
+                acc.lost.hit(t);
+            }
+            return;
+        }
+        acc.present.hit(t);
+        if self.copies >= 2 {
+            acc.duplicated.hit(t);
+            acc.duplicate_rows_extra += self.copies - 1;
+        }
+        if self.on_other {
+            acc.misplaced.hit(t);
+        } else if owned && !self.on_owner {
+            acc.unmoved.hit(t);
+        }
+        if !self.expected && !self.maybe {
+            acc.unexpected.hit(t);
+        }
+    }
+}
+
 fn segment_tally(
     runs: &[(Run, Source)],
     active: &[usize],
@@ -267,16 +307,18 @@ fn segment_tally(
         .filter(|&t| t < window_end_ms)
         .min()
     {
-        let (mut expected, mut maybe, mut copies, mut on_owner, mut on_other) =
-            (false, false, 0u64, false, false);
+        let mut point = Point {
+            t,
+            ..Point::default()
+        };
         for c in cursors.iter_mut().filter(|c| c.next_ms == t) {
             match c.source {
-                Source::Expected => expected = true,
-                Source::Maybe => maybe = true,
+                Source::Expected => point.expected = true,
+                Source::Maybe => point.maybe = true,
                 Source::Present { shard, copies: n } => {
-                    copies += n as u64;
-                    on_owner |= owner == Some(shard) && n > 0;
-                    on_other |=
+                    point.copies += n as u64;
+                    point.on_owner |= owner == Some(shard) && n > 0;
+                    point.on_other |=
                         owner.is_some() && owner != Some(shard) && source != Some(shard) && n > 0;
                 }
             }
@@ -286,30 +328,7 @@ fn segment_tally(
                 t + c.step_ms
             };
         }
-        let judge = |acc: &mut TurbineTally| {
-            if expected {
-                acc.expected.hit(t);
-            }
-            if copies == 0 {
-                if expected {
-                    acc.lost.hit(t);
-                }
-                return;
-            }
-            acc.present.hit(t);
-            if copies >= 2 {
-                acc.duplicated.hit(t);
-                acc.duplicate_rows_extra += copies - 1;
-            }
-            if on_other {
-                acc.misplaced.hit(t);
-            } else if owner.is_some() && !on_owner {
-                acc.unmoved.hit(t);
-            }
-            if !expected && !maybe {
-                acc.unexpected.hit(t);
-            }
-        };
+        let judge = |acc: &mut TurbineTally| point.judge(acc, owner.is_some());
         judge(&mut all);
         if t < head_end_ms {
             judge(&mut head);
