@@ -381,6 +381,10 @@ mod tests {
 
     /// Brute force over every millisecond, the reference for the run arithmetic.
     fn brute(runs: &[(Run, Source)], owner: Option<u32>) -> TurbineTally {
+        brute_with(runs, owner, Some(2))
+    }
+
+    fn brute_with(runs: &[(Run, Source)], owner: Option<u32>, source: Option<u32>) -> TurbineTally {
         let lo = runs.iter().map(|r| r.0.first_ms).min().unwrap();
         let hi = runs.iter().map(|r| r.0.last_ms).max().unwrap();
         let mut acc = TurbineTally::default();
@@ -397,7 +401,7 @@ mod tests {
                 .iter()
                 .map(|(_, s)| (Run::single(t, 1), *s))
                 .collect();
-            acc.merge(&tally(&single, owner, Some(2)).unwrap());
+            acc.merge(&tally(&single, owner, source).unwrap());
         }
         acc
     }
@@ -486,6 +490,54 @@ mod tests {
                 tally(&runs, Some(0), Some(2)).unwrap(),
                 brute(&runs, Some(0)),
                 "{runs:?}"
+            );
+        }
+    }
+
+    /// Random small runs (any steps, single readings, copies 0-3, every
+    /// source) against brute force, from a fixed seed.
+    #[test]
+    fn random_runs_agree_with_brute_force() {
+        let mut seed: u64 = 0x9e37_79b9_7f4a_7c15;
+        let mut next = |n: u64| {
+            seed = seed
+                .wrapping_mul(6_364_136_223_846_793_005)
+                .wrapping_add(1_442_695_040_888_963_407);
+            (seed >> 33) % n
+        };
+        for _ in 0..3_000 {
+            let k = 1 + next(6) as usize;
+            let runs: Vec<(Run, Source)> = (0..k)
+                .map(|_| {
+                    let first = next(100) as i64;
+                    let step = next(13) as i64;
+                    let last = if step == 0 {
+                        first
+                    } else {
+                        first + next(600) as i64
+                    };
+                    let source = match next(4) {
+                        0 => Source::Expected,
+                        1 => Source::Maybe,
+                        _ => on(next(3) as u32, next(4) as u32),
+                    };
+                    (
+                        Run {
+                            first_ms: first,
+                            last_ms: last,
+                            step_ms: step,
+                            copies: 1,
+                        },
+                        source,
+                    )
+                })
+                .collect();
+            let (owner, source) = (Some(next(3) as u32), Some(2));
+            let got = tally(&runs, owner, source).unwrap();
+            assert_eq!(
+                got,
+                brute_with(&runs, owner, source),
+                "{runs:?} owner {owner:?}"
             );
         }
     }
