@@ -13,6 +13,9 @@
 //!    grant released before it (and no new one), a token no grant ever had,
 //!    or a token used before the lock handed it out.
 //!
+//! A statement that changed no row (a zero-row delete) is no write: it is
+//! neither attributed nor judged.
+//!
 //! The ingest (`ingest*`) and the harness write without a lease by design:
 //! their writes are governed only when they carry a token some grant had.
 
@@ -58,6 +61,13 @@ pub fn is_unfenced(app: &str) -> bool {
 /// Whether a writer is a mover, the writers the lease and the fence govern.
 pub fn is_mover(app: &str) -> bool {
     !is_unfenced(app)
+}
+
+/// Whether a recorded write changed anything: a statement that matched no
+/// row (a zero-row delete, a fence update refused) destroyed, placed and
+/// fenced nothing, whoever sent it with whichever token.
+pub fn changed_rows(w: &ShardWrite) -> bool {
+    w.rows > 0
 }
 
 /// The grant a write acted under, by the rules of the module doc.
@@ -118,7 +128,7 @@ pub fn attribute_one<'a>(
     })
 }
 
-/// Every governed write, in commit order, with its grant or why it has none.
+/// Every governed write that changed rows, in commit order, with its grant or why it has none.
 pub fn attribute<'a>(audit: &'a Audit, claims: &Claims) -> Vec<Attributed<'a>> {
     // A transaction that updated a shard's fence said its token there.
     let mut fence_token: HashMap<(&str, i64), i64> = HashMap::new();
@@ -131,6 +141,7 @@ pub fn attribute<'a>(audit: &'a Audit, claims: &Claims) -> Vec<Attributed<'a>> {
     let mut out: Vec<Attributed<'a>> = audit
         .shard_writes
         .iter()
+        .filter(|w| changed_rows(w))
         .filter_map(|w| {
             let token = w
                 .token
@@ -148,7 +159,7 @@ fn covers(w: &ShardWrite, ts_ms: i64) -> bool {
     !matches!(w.min_ts_ms, Some(lo) if lo > ts_ms) && !matches!(w.max_ts_ms, Some(hi) if hi < ts_ms)
 }
 
-/// Every insert and delete of each turbine (any writer), in commit order.
+/// Every insert and delete of each turbine (any writer) that changed rows, in commit order.
 pub struct TurbineWrites<'a> {
     by_turbine: HashMap<&'a str, Vec<&'a ShardWrite>>,
 }
@@ -156,7 +167,7 @@ pub struct TurbineWrites<'a> {
 impl<'a> TurbineWrites<'a> {
     pub fn new(audit: &'a Audit) -> TurbineWrites<'a> {
         let mut by_turbine: HashMap<&'a str, Vec<&'a ShardWrite>> = HashMap::new();
-        for w in &audit.shard_writes {
+        for w in audit.shard_writes.iter().filter(|w| changed_rows(w)) {
             if let (Some(t), WriteOp::Insert | WriteOp::Delete) = (w.turbine.as_deref(), w.op) {
                 by_turbine.entry(t).or_default().push(w);
             }
@@ -334,6 +345,25 @@ mod tests {
             one(&write("ingest", WriteOp::Insert, 60, 1, Some(9)), &c),
             Some((Some(1), true, None))
         );
+    }
+
+    /// A statement that changed no row is neither attributed nor dated by.
+    #[test]
+    fn a_zero_row_write_is_no_write() {
+        let c = claims();
+        let mut empty = write("", WriteOp::Delete, 60, 7, None);
+        empty.rows = 0;
+        let audit = Audit {
+            shard_writes: vec![empty, write("box-1", WriteOp::Delete, 20, 8, None)],
+            claim_changes: Vec::new(),
+            complete: true,
+            missing: Vec::new(),
+        };
+        let a = attribute(&audit, &c);
+        assert_eq!(a.len(), 1);
+        assert_eq!(a[0].write.xid, 8);
+        let by = TurbineWrites::new(&audit);
+        assert_eq!(by.lost_at("T1", 0).map(|w| w.xid), Some(8));
     }
 
     #[test]
