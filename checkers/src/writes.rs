@@ -13,8 +13,11 @@
 //!    grant released before it (and no new one), a token no grant ever had,
 //!    or a token used before the lock handed it out.
 //!
-//! A statement that changed no row (a zero-row delete) is no write: it is
-//! neither attributed nor judged.
+//! Token 0 names no grant: it is the fence's starting value and the `unique`
+//! election's placeholder (every winner's), so a write saying it is judged
+//! by its box, as one without a token (a `unique` loser writing with token 0
+//! borrowed nobody's grant: it had none). A statement that changed no row
+//! (a zero-row delete) is no write: it is neither attributed nor judged.
 //!
 //! The ingest (`ingest*`) and the harness write without a lease by design:
 //! their writes are governed only when they carry a token some grant had.
@@ -91,17 +94,17 @@ pub fn attribute_one<'a>(
         borrowed: false,
         unattributed: Some(why),
     };
-    if let Some(t) = token {
+    if let Some(t) = token.filter(|&t| t != 0) {
         let with = claims.with_token(t);
+        let issued = |g: &usize| claims.grants[*g].commit_unix_ns <= at;
+        // The writer's own grant of the token, else the one handed out (to
+        // anybody) by then, else the first: it was not handed out yet.
         let own = with
             .iter()
             .rev()
-            .find(|&&g| claims.grants[g].holder == w.app);
-        let issued = with
-            .iter()
-            .rev()
-            .find(|&&g| claims.grants[g].commit_unix_ns <= at);
-        return match own.or(issued).or(with.first()) {
+            .find(|&&g| issued(&g) && claims.grants[g].holder == w.app);
+        let by_then = with.iter().rev().find(|&&g| issued(&g));
+        return match own.or(by_then).or(with.first()) {
             // Nobody can know a token before the lock hands it out (the shard's
             // and the routing db's commit times come from one machine's clock).
             Some(&g) if claims.grants[g].commit_unix_ns > at && !is_unfenced(&w.app) => {
@@ -344,6 +347,48 @@ mod tests {
         assert_eq!(
             one(&write("ingest", WriteOp::Insert, 60, 1, Some(9)), &c),
             Some((Some(1), true, None))
+        );
+    }
+
+    /// Token 0 names no grant (the fence's start, every `unique` winner's):
+    /// a write saying it is judged by its box.
+    #[test]
+    fn token_zero_is_judged_by_the_box() {
+        let c = Claims::from_audit(
+            "move",
+            &[ClaimChange {
+                expires_unix_ns: i64::MAX,
+                ..grant("box-1", 0, 10, None)
+            }],
+        );
+        assert_eq!(
+            one(&write("box-1", WriteOp::Insert, 20, 1, Some(0)), &c),
+            Some((Some(0), false, None))
+        );
+        assert_eq!(
+            one(&write("box-2", WriteOp::Insert, 20, 1, Some(0)), &c),
+            Some((None, false, Some(Unattributed::NoGrant)))
+        );
+    }
+
+    /// A token handed to two holders: the writer's own grant once it has it,
+    /// else the one handed out by then (borrowed).
+    #[test]
+    fn a_token_twice_handed_names_the_grant_issued_by_then() {
+        let c = Claims::from_audit(
+            "move",
+            &[
+                grant("box-1", 5, 10, Some(40)),
+                grant("box-2", 5, 50, Some(80)),
+            ],
+        );
+        assert_eq!(
+            one(&write("box-2", WriteOp::Insert, 30, 1, Some(5)), &c),
+            Some((Some(0), true, None))
+        );
+        assert_eq!(
+            one(&write("box-2", WriteOp::Insert, 60, 1, Some(5)), &c),
+            Some((Some(1), false, None))
         );
     }
 
