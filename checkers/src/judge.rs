@@ -6,7 +6,9 @@ use crate::stats::{GrantStat, Stats};
 use crate::times::{format_ms, round_s, scenario_ms};
 use crate::writes::{attribute, TurbineWrites};
 use crate::{attribution, fencing, grants, lease, liveness, rows, stall, Anomaly, Verdict};
-use chaos_history::{Audit, FinalState, RunMeta, WriteOp};
+use chaos_history::{Audit, ClaimChange, FinalState, RunMeta, ShardWrite, WriteOp};
+use std::borrow::Cow;
+use std::collections::HashSet;
 
 impl HistoryFold {
     /// Judge the run: the folded history with the audit and the final state
@@ -29,6 +31,11 @@ fn judge(
     final_state: Option<&FinalState>,
 ) -> Verdict {
     let mut reasons = input_reasons(&fold, meta, audit, final_state);
+    let audit = audit.map(dated);
+    if let Some(why) = audit.as_ref().and_then(|(_, why)| why.clone()) {
+        reasons.push(why);
+    }
+    let audit = audit.as_ref().map(|(a, _)| a.as_ref());
     let readings_unanswered = fold.settle_in_flight();
     let mut stats = Stats {
         events: fold.events,
@@ -124,6 +131,52 @@ fn input_reasons(
         Some(_) => {}
     }
     reasons
+}
+
+/// The audit without the records that carry no commit timestamp (dumped as
+/// 0: `track_commit_timestamp` off, or the record truncated), and why the
+/// run is then not judged in full. Such a record cannot be ordered against
+/// any other (a grant at 1970 would overlap every later one), and neither can
+/// the writes made under an undated grant: those carrying its token (or in
+/// a transaction that fenced with it), or by its holder without a token.
+fn dated(audit: &Audit) -> (Cow<'_, Audit>, Option<String>) {
+    let undated: Vec<&ClaimChange> = audit
+        .claim_changes
+        .iter()
+        .filter(|c| c.commit_unix_ns <= 0)
+        .collect();
+    if undated.is_empty() && audit.shard_writes.iter().all(|w| w.commit_unix_ns > 0) {
+        return (Cow::Borrowed(audit), None);
+    }
+    let tokens: HashSet<i64> = undated
+        .iter()
+        .map(|c| c.token)
+        .filter(|&t| t != 0)
+        .collect();
+    let holders: HashSet<&str> = undated.iter().filter_map(|c| c.holder.as_deref()).collect();
+    let fenced: HashSet<(&str, i64)> = audit
+        .shard_writes
+        .iter()
+        .filter(|w| w.op == WriteOp::Fence && w.token.is_some_and(|t| tokens.contains(&t)))
+        .map(|w| (w.shard.as_str(), w.xid))
+        .collect();
+    let judged = |w: &ShardWrite| {
+        w.commit_unix_ns > 0
+            && !w.token.is_some_and(|t| tokens.contains(&t))
+            && !fenced.contains(&(w.shard.as_str(), w.xid))
+            && !(w.token.is_none() && holders.contains(w.app.as_str()))
+    };
+    let mut kept = audit.clone();
+    kept.claim_changes.retain(|c| c.commit_unix_ns > 0);
+    kept.shard_writes.retain(judged);
+    let left_out = audit.shard_writes.len() - kept.shard_writes.len();
+    let why = format!(
+        "{} claim changes and {} shard writes in the audit have no commit timestamp; with the writes made under an undated grant, {} claim changes and {left_out} shard writes cannot be ordered and are not judged (is track_commit_timestamp on for every database?)",
+        undated.len(),
+        audit.shard_writes.iter().filter(|w| w.commit_unix_ns <= 0).count(),
+        undated.len(),
+    );
+    (Cow::Owned(kept), Some(why))
 }
 
 /// The rows figures of `Stats`.
