@@ -52,8 +52,10 @@ fn judge(
 
     let turbine_writes = audit.map(TurbineWrites::new);
     let final_complete = final_state.is_some_and(|f| f.complete);
-    // Phantom rows are provable only against a complete expectation.
-    let expectation_complete = fold.unreadable_ingest == 0;
+    // Phantom rows are provable only against a complete expectation: every
+    // ingest completion said which readings, and no line was torn off the
+    // end (a batch's invoke may be that line, its rows on the shard).
+    let expectation_complete = fold.unreadable_ingest == 0 && !fold.torn_tail;
     let rows = final_state.map(|f| rows::tally_turbines(fold.turbines, fold.groups, meta, f));
     if let Some(r) = &rows {
         reasons.extend(r.reasons.iter().cloned());
@@ -284,4 +286,73 @@ fn judge_audit(
     stats.stalled_holder_max_s = stall::longest_s(&stalls, meta);
     anomalies.extend(stall::stall_anomaly(&stalls, &claims, meta));
     (anomalies, reasons)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::{AnomalyClass, Severity, Validity};
+    use chaos_history::{Op, OpType, Run, ShardTurbineRuns};
+
+    fn meta() -> RunMeta {
+        serde_json::from_value(serde_json::json!({
+            "scenario": "t", "seed": 0,
+            "clock": {"start_unix_ns": 0, "start_scenario_ms": 0, "real_ns_per_scenario_s": 10_000_000, "scenario_day_unix_ms": 0},
+            "job": "move", "shards": ["shard1"], "owners": {"T1": "shard1"}, "plan": [], "seeded": [],
+            "lease_ms": 20000, "copy_ms": 1000, "strict_duplicates": false, "mover": {},
+            "end_scenario_ms": 10_000, "completed": true, "incomplete_reason": null
+        }))
+        .expect("a minimal run")
+    }
+
+    /// A reading no history line explains is phantom, unless the history's
+    /// last line was torn off: it may have been that batch's invoke.
+    #[test]
+    fn phantom_rows_are_not_proven_past_a_torn_history() {
+        let meta = meta();
+        let ingest = Op {
+            index: 0,
+            time_ns: 0,
+            scenario_time: String::new(),
+            process: "ingest".into(),
+            kind: OpType::Ok,
+            f: "ingest".into(),
+            value: serde_json::json!({"shard": "shard1", "ts_ms": 0, "turbines": ["T1"]}),
+        };
+        let final_state = FinalState {
+            shards: vec![ShardTurbineRuns {
+                shard: "shard1".into(),
+                turbine: "T1".into(),
+                runs: vec![Run {
+                    first_ms: 0,
+                    last_ms: 2_000,
+                    step_ms: 2_000,
+                    copies: 1,
+                }],
+                values: None,
+            }],
+            complete: true,
+            missing: Vec::new(),
+        };
+        let audit = Audit {
+            complete: true,
+            ..Audit::default()
+        };
+        for torn in [false, true] {
+            let mut fold = HistoryFold::new(&meta);
+            fold.observe(&ingest);
+            if torn {
+                fold.note_torn_tail();
+            }
+            let v = fold.finish(&meta, Some(&audit), Some(&final_state));
+            let phantom = v.anomaly(AnomalyClass::PhantomRows).expect("phantom");
+            assert_eq!(phantom.count, 1);
+            let (severity, valid) = if torn {
+                (Severity::Info, Validity::Unknown)
+            } else {
+                (Severity::Error, Validity::Invalid)
+            };
+            assert_eq!((phantom.severity, v.valid), (severity, valid));
+        }
+    }
 }

@@ -534,7 +534,7 @@ impl RowsOutcome {
         } else {
             (
                 Severity::Info,
-                " (some ingest completions do not say which readings: they may explain these)",
+                " (the expectation is incomplete: an ingest completion that did not say which readings, or the history's torn last line, may explain these)",
             )
         };
         let summary = format!(
