@@ -1,7 +1,7 @@
 //! The liveness check: did every planned turbine leave its source shard, and when did the plan finish.
 
 use crate::times::{format_ms, scenario_ms};
-use crate::writes::{changed_rows, is_mover};
+use crate::writes::{changed_rows, is_governed};
 use crate::{Anomaly, AnomalyClass, Severity};
 use chaos_history::{Audit, FinalState, RunMeta, WriteOp};
 use serde_json::json;
@@ -38,7 +38,7 @@ pub fn check(meta: &RunMeta, final_state: &FinalState, audit: Option<&Audit>) ->
     let mut source_deletes: HashMap<(&str, &str), i64> = HashMap::new();
     for w in audit.map_or(&[][..], |a| a.shard_writes.as_slice()) {
         if let (WriteOp::Delete, Some(t)) = (w.op, w.turbine.as_deref()) {
-            if is_mover(&w.app) && changed_rows(w) {
+            if is_governed(w) && changed_rows(w) {
                 let at = source_deletes
                     .entry((w.shard.as_str(), t))
                     .or_insert(i64::MIN);

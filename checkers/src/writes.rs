@@ -21,6 +21,8 @@
 //!
 //! The ingest (`ingest*`) and the harness write without a lease by design:
 //! their writes are governed only when they carry a token some grant had.
+//! Neither ever deletes a reading, so a delete under either name is a mover's
+//! (one that named itself so) and governed like any other.
 
 use crate::claims::Claims;
 use chaos_history::{Audit, ShardWrite, WriteOp};
@@ -66,6 +68,12 @@ pub fn is_mover(app: &str) -> bool {
     !is_unfenced(app)
 }
 
+/// Whether the lease and the fence govern a write: a mover's, or a delete by
+/// anybody (the ingest and the harness never delete readings).
+pub fn is_governed(w: &ShardWrite) -> bool {
+    is_mover(&w.app) || w.op == WriteOp::Delete
+}
+
 /// Whether a recorded write changed anything: a statement that matched no
 /// row (a zero-row delete, a fence update refused) destroyed, placed and
 /// fenced nothing, whoever sent it with whichever token.
@@ -107,16 +115,16 @@ pub fn attribute_one<'a>(
         return match own.or(by_then).or(with.first()) {
             // Nobody can know a token before the lock hands it out (the shard's
             // and the routing db's commit times come from one machine's clock).
-            Some(&g) if claims.grants[g].commit_unix_ns > at && !is_unfenced(&w.app) => {
+            Some(&g) if claims.grants[g].commit_unix_ns > at && is_governed(w) => {
                 Some(none(Unattributed::TokenBeforeGrant { grant: g }))
             }
             Some(&g) if claims.grants[g].commit_unix_ns > at => None,
             Some(&g) => Some(found(g, claims.grants[g].holder != w.app)),
-            None if is_unfenced(&w.app) => None,
+            None if !is_governed(w) => None,
             None => Some(none(Unattributed::UnknownToken { token: t })),
         };
     }
-    if is_unfenced(&w.app) {
+    if !is_governed(w) {
         return None;
     }
     if w.app.is_empty() {
