@@ -152,8 +152,8 @@ impl Claims {
         mine.sort_by_key(|c| (c.commit_unix_ns, c.xid));
         let mut claims = Claims::default();
         let mut index: HashMap<(i64, &str), usize> = HashMap::new();
-        // The grant the claim row held after the latest change.
-        let mut current: Option<usize> = None;
+        // The grant each job's claim row held after its latest change.
+        let mut current: HashMap<&str, usize> = HashMap::new();
         for c in mine {
             let change = Change {
                 commit_unix_ns: c.commit_unix_ns,
@@ -178,10 +178,12 @@ impl Claims {
                 // that resets the row on release (nobody, token 0) ends the
                 // row's current grant, its previous change's. The row's
                 // creation (nobody, token 0, before any grant) is no grant.
-                (None, h) if change.release && (h.is_none() || c.token == 0) => match current {
-                    Some(g) => g,
-                    None => continue,
-                },
+                (None, h) if change.release && (h.is_none() || c.token == 0) => {
+                    match current.get(c.job.as_str()) {
+                        Some(&g) => g,
+                        None => continue,
+                    }
+                }
                 (None, Some(holder)) => {
                     let g = claims.grants.len();
                     index.insert((c.token, holder), g);
@@ -202,7 +204,7 @@ impl Claims {
                 }
                 (None, None) => continue,
             };
-            current = Some(g);
+            current.insert(c.job.as_str(), g);
             let grant = &mut claims.grants[g];
             grant.changes.push(change);
             if change.release {
