@@ -166,7 +166,7 @@ fn dated(audit: &Audit) -> (Cow<'_, Audit>, Option<String>) {
         w.commit_unix_ns > 0
             && !w.token.is_some_and(|t| tokens.contains(&t))
             && !fenced.contains(&(w.shard.as_str(), w.xid))
-            && !(w.token.is_none() && holders.contains(w.app.as_str()))
+            && (w.token.is_some() || !holders.contains(w.app.as_str()))
     };
     let mut kept = audit.clone();
     kept.claim_changes.retain(|c| c.commit_unix_ns > 0);
