@@ -160,15 +160,32 @@ fn reasons(list: &[UnattributedWrite], claims: &Claims) -> Vec<String> {
                 format!("{} (handed to {})", g.token, g.holder)
             }
         };
+        // A name the lock never handed a grant to is most likely no box's
+        // name at all (a client's default, or a box claiming under another).
+        let key = match u.why {
+            Unattributed::NoGrant if claims.of_holder(&u.write.app).is_empty() => "never-granted",
+            why => why_name(why),
+        };
         *groups
-            .entry((why_name(u.why), u.write.shard.as_str(), detail))
+            .entry((key, u.write.shard.as_str(), detail))
             .or_default() += 1;
     }
+    let mut holders: Vec<&str> = claims.grants.iter().map(|g| g.holder.as_str()).collect();
+    holders.sort_unstable();
+    holders.dedup();
+    let holders = if holders.is_empty() {
+        "the routing db handed out no grant at all".to_string()
+    } else {
+        format!("the grants went to {}", holders.join(", "))
+    };
     groups
         .into_iter()
         .map(|((why, shard, detail), n)| match why {
             "no-application-name" => format!(
                 "{n} writes on {shard} carry no application_name (and no token): set CHAOS_BOX as application_name on every connection (docs: mover protocol)"
+            ),
+            "never-granted" => format!(
+                "{n} writes by {detail} on {shard} while it held no grant: the routing db never handed {detail} a grant ({holders}); a mover writes only once it holds the claim, with its CHAOS_BOX as application_name on every connection and as the claim's holder (docs: mover protocol)"
             ),
             "no-grant-yet" => format!(
                 "{n} writes by {detail} on {shard} while it held no grant (before its first, or it never had one): a mover writes only after claim_acquire handed it a token, and says it with set_config('chaos.token', token, true) (docs: mover protocol)"
@@ -228,6 +245,9 @@ pub fn unattributed_anomaly(
         };
         let why = match u.why {
             Unattributed::NoAppName => "no box named".to_string(),
+            Unattributed::NoGrant if claims.of_holder(&w.app).is_empty() => {
+                format!("no grant was ever handed to {who}")
+            }
             Unattributed::NoGrant => format!("{who} held no grant"),
             Unattributed::AfterRelease { grant } => {
                 format!("{who} had released token {}", claims.grants[grant].token)

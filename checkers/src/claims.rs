@@ -13,6 +13,11 @@
 //! with itself). Two different boxes holding a token-0 grant are both holding
 //! a claim that never expires, which `overlaps` reports for what it is. A
 //! change that names no holder (the claim row's creation, token 0) is no grant.
+//!
+//! A change that is expired at its own commit is a release and hands nothing
+//! out: when it names no grant (a lock that resets the row to nobody and
+//! token 0, or empties the holder) it ends the grant the row held, the one
+//! of the row's previous change.
 
 use chaos_history::ClaimChange;
 use std::collections::HashMap;
@@ -147,44 +152,59 @@ impl Claims {
         mine.sort_by_key(|c| (c.commit_unix_ns, c.xid));
         let mut claims = Claims::default();
         let mut index: HashMap<(i64, &str), usize> = HashMap::new();
+        // The grant each job's claim row held after its latest change.
+        let mut current: HashMap<&str, usize> = HashMap::new();
         for c in mine {
             let change = Change {
                 commit_unix_ns: c.commit_unix_ns,
                 expiry_unix_ns: effective_expiry(c),
                 release: c.expires_unix_ns < c.commit_unix_ns,
             };
-            let g = match c.holder.as_deref() {
-                Some(holder) => match index.get(&(c.token, holder)) {
-                    Some(&g) => g,
-                    None => {
-                        let g = claims.grants.len();
-                        index.insert((c.token, holder), g);
-                        claims
-                            .by_holder
-                            .entry(holder.to_string())
-                            .or_default()
-                            .push(g);
-                        claims.by_token.entry(c.token).or_default().push(g);
-                        claims.grants.push(Grant {
-                            holder: holder.to_string(),
-                            token: c.token,
-                            commit_unix_ns: c.commit_unix_ns,
-                            changes: Vec::new(),
-                            released_unix_ns: None,
-                        });
-                        g
-                    }
-                },
-                // A lock that clears the holder on release still names the
-                // token; the row's creation (token 0, nobody) is no grant.
-                None if c.token != 0 => {
-                    match claims.by_token.get(&c.token).and_then(|v| v.last()) {
+            // An emptied holder is no holder.
+            let holder = c.holder.as_deref().filter(|h| !h.is_empty());
+            let known = match holder {
+                Some(h) => index.get(&(c.token, h)).copied(),
+                // A lock that clears the holder on release still names the token.
+                None if c.token != 0 => claims
+                    .by_token
+                    .get(&c.token)
+                    .and_then(|v| v.last())
+                    .copied(),
+                None => None,
+            };
+            let g = match (known, holder) {
+                (Some(g), _) => g,
+                // A change expired at its own commit hands nothing out: a lock
+                // that resets the row on release (nobody, token 0) ends the
+                // row's current grant, its previous change's. The row's
+                // creation (nobody, token 0, before any grant) is no grant.
+                (None, h) if change.release && (h.is_none() || c.token == 0) => {
+                    match current.get(c.job.as_str()) {
                         Some(&g) => g,
                         None => continue,
                     }
                 }
-                None => continue,
+                (None, Some(holder)) => {
+                    let g = claims.grants.len();
+                    index.insert((c.token, holder), g);
+                    claims
+                        .by_holder
+                        .entry(holder.to_string())
+                        .or_default()
+                        .push(g);
+                    claims.by_token.entry(c.token).or_default().push(g);
+                    claims.grants.push(Grant {
+                        holder: holder.to_string(),
+                        token: c.token,
+                        commit_unix_ns: c.commit_unix_ns,
+                        changes: Vec::new(),
+                        released_unix_ns: None,
+                    });
+                    g
+                }
+                (None, None) => continue,
             };
+            current.insert(c.job.as_str(), g);
             let grant = &mut claims.grants[g];
             grant.changes.push(change);
             if change.release {
@@ -503,6 +523,32 @@ mod tests {
         assert_eq!(claims.grants.len(), 2);
         assert_eq!(claims.grants[0].changes.len(), 2);
         assert_eq!(claims.overlaps()[0].shared, vec![(10 * S, 30 * S)]);
+    }
+
+    /// A lock that resets the row on release (nobody, token 0) or empties the
+    /// holder: the release ends the row's grant; it is no grant of its own,
+    /// and the next grant after it overlaps nothing.
+    #[test]
+    fn a_release_that_resets_the_row_ends_the_rows_grant() {
+        for reset in [
+            change(None, 0, 10, NEVER),
+            change(Some(""), 5, 10, NEVER),
+            change(Some("box-1"), 0, 10, NEVER),
+        ] {
+            let claims = Claims::from_audit(
+                "move",
+                &[
+                    change(None, 0, 0, NEVER),
+                    change(Some("box-1"), 5, 1, 20 * S),
+                    reset,
+                    change(Some("box-2"), 6, 12, 32 * S),
+                ],
+            );
+            assert_eq!(claims.grants.len(), 2);
+            assert_eq!(claims.grants[0].released_unix_ns, Some(10 * S));
+            assert!(claims.overlaps().is_empty());
+            assert_eq!(claims.vacancies(32 * S), vec![(10 * S, 12 * S)]);
+        }
     }
 
     #[test]

@@ -504,13 +504,15 @@ mod tests {
         .expect("a minimal run");
         let a: Vec<String> = vec!["T1".into(), "T2".into()];
         let b: Vec<String> = vec!["T2".into(), "T9".into(), "T3".into()];
-        let events: Vec<(
-            &str,
+        /// process, kind, f, value, and the list's number and names.
+        type Event<'a> = (
+            &'a str,
             OpType,
-            &str,
+            &'a str,
             serde_json::Value,
-            Option<(u64, &Vec<String>)>,
-        )> = vec![
+            Option<(u64, &'a Vec<String>)>,
+        );
+        let events: Vec<Event> = vec![
             (
                 "ingest",
                 OpType::Invoke,

@@ -3,7 +3,7 @@
 use crate::claims::Claims;
 use crate::rows::RowsOutcome;
 use crate::times::{format_ms, round_s, scenario_ms, scenario_s_between};
-use crate::writes::Attributed;
+use crate::writes::{changed_rows, Attributed};
 use crate::{Anomaly, AnomalyClass, Severity};
 use chaos_history::{RunMeta, ShardWrite, WriteOp};
 use serde_json::json;
@@ -61,9 +61,12 @@ pub fn late_writes<'a>(
     by_grant.into_values().collect()
 }
 
-/// A delete destroyed data when its turbine ended with lost readings in the
-/// range it touched (any range, when the audit did not say).
+/// A delete destroyed data when it took rows and its turbine ended with lost
+/// readings in the range it touched (any range, when the audit did not say).
 pub(crate) fn destroyed(w: &ShardWrite, rows: Option<&RowsOutcome>) -> bool {
+    if !changed_rows(w) {
+        return false;
+    }
     let Some((lo, hi)) = w.turbine.as_deref().and_then(|t| rows?.lost_range(t)) else {
         return false;
     };

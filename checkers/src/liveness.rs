@@ -1,7 +1,7 @@
 //! The liveness check: did every planned turbine leave its source shard, and when did the plan finish.
 
 use crate::times::{format_ms, scenario_ms};
-use crate::writes::is_mover;
+use crate::writes::{changed_rows, is_governed};
 use crate::{Anomaly, AnomalyClass, Severity};
 use chaos_history::{Audit, FinalState, RunMeta, WriteOp};
 use serde_json::json;
@@ -20,7 +20,7 @@ pub struct NotMoved {
 pub struct Liveness {
     pub planned: u64,
     pub not_moved: Vec<NotMoved>,
-    /// Per moved turbine, when its last source delete committed (Unix ns);
+    /// Per moved turbine, when its last source delete that took rows committed (Unix ns);
     /// absent for a turbine whose source never held rows (nothing to delete).
     pub moved_at_unix_ns: Vec<(String, i64)>,
     /// When the plan finished: the last source delete, or `i64::MIN` when
@@ -38,7 +38,7 @@ pub fn check(meta: &RunMeta, final_state: &FinalState, audit: Option<&Audit>) ->
     let mut source_deletes: HashMap<(&str, &str), i64> = HashMap::new();
     for w in audit.map_or(&[][..], |a| a.shard_writes.as_slice()) {
         if let (WriteOp::Delete, Some(t)) = (w.op, w.turbine.as_deref()) {
-            if is_mover(&w.app) {
+            if is_governed(w) && changed_rows(w) {
                 let at = source_deletes
                     .entry((w.shard.as_str(), t))
                     .or_insert(i64::MIN);

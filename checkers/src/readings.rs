@@ -206,6 +206,46 @@ struct Cursor {
     source: Source,
 }
 
+/// What one reading's timestamp holds across every covering run.
+#[derive(Default)]
+struct Point {
+    t: i64,
+    expected: bool,
+    maybe: bool,
+    copies: u64,
+    on_owner: bool,
+    on_other: bool,
+}
+
+impl Point {
+    /// Count the reading into `acc`; `owned` when the routing names an owner.
+    fn judge(&self, acc: &mut TurbineTally, owned: bool) {
+        let t = self.t;
+        if self.expected {
+            acc.expected.hit(t);
+        }
+        if self.copies == 0 {
+            if self.expected {
+                acc.lost.hit(t);
+            }
+            return;
+        }
+        acc.present.hit(t);
+        if self.copies >= 2 {
+            acc.duplicated.hit(t);
+            acc.duplicate_rows_extra += self.copies - 1;
+        }
+        if self.on_other {
+            acc.misplaced.hit(t);
+        } else if owned && !self.on_owner {
+            acc.unmoved.hit(t);
+        }
+        if !self.expected && !self.maybe {
+            acc.unexpected.hit(t);
+        }
+    }
+}
+
 fn segment_tally(
     runs: &[(Run, Source)],
     active: &[usize],
@@ -267,16 +307,18 @@ fn segment_tally(
         .filter(|&t| t < window_end_ms)
         .min()
     {
-        let (mut expected, mut maybe, mut copies, mut on_owner, mut on_other) =
-            (false, false, 0u64, false, false);
+        let mut point = Point {
+            t,
+            ..Point::default()
+        };
         for c in cursors.iter_mut().filter(|c| c.next_ms == t) {
             match c.source {
-                Source::Expected => expected = true,
-                Source::Maybe => maybe = true,
+                Source::Expected => point.expected = true,
+                Source::Maybe => point.maybe = true,
                 Source::Present { shard, copies: n } => {
-                    copies += n as u64;
-                    on_owner |= owner == Some(shard) && n > 0;
-                    on_other |=
+                    point.copies += n as u64;
+                    point.on_owner |= owner == Some(shard) && n > 0;
+                    point.on_other |=
                         owner.is_some() && owner != Some(shard) && source != Some(shard) && n > 0;
                 }
             }
@@ -286,30 +328,7 @@ fn segment_tally(
                 t + c.step_ms
             };
         }
-        let judge = |acc: &mut TurbineTally| {
-            if expected {
-                acc.expected.hit(t);
-            }
-            if copies == 0 {
-                if expected {
-                    acc.lost.hit(t);
-                }
-                return;
-            }
-            acc.present.hit(t);
-            if copies >= 2 {
-                acc.duplicated.hit(t);
-                acc.duplicate_rows_extra += copies - 1;
-            }
-            if on_other {
-                acc.misplaced.hit(t);
-            } else if owner.is_some() && !on_owner {
-                acc.unmoved.hit(t);
-            }
-            if !expected && !maybe {
-                acc.unexpected.hit(t);
-            }
-        };
+        let judge = |acc: &mut TurbineTally| point.judge(acc, owner.is_some());
         judge(&mut all);
         if t < head_end_ms {
             judge(&mut head);
@@ -362,6 +381,10 @@ mod tests {
 
     /// Brute force over every millisecond, the reference for the run arithmetic.
     fn brute(runs: &[(Run, Source)], owner: Option<u32>) -> TurbineTally {
+        brute_with(runs, owner, Some(2))
+    }
+
+    fn brute_with(runs: &[(Run, Source)], owner: Option<u32>, source: Option<u32>) -> TurbineTally {
         let lo = runs.iter().map(|r| r.0.first_ms).min().unwrap();
         let hi = runs.iter().map(|r| r.0.last_ms).max().unwrap();
         let mut acc = TurbineTally::default();
@@ -378,7 +401,7 @@ mod tests {
                 .iter()
                 .map(|(_, s)| (Run::single(t, 1), *s))
                 .collect();
-            acc.merge(&tally(&single, owner, Some(2)).unwrap());
+            acc.merge(&tally(&single, owner, source).unwrap());
         }
         acc
     }
@@ -467,6 +490,54 @@ mod tests {
                 tally(&runs, Some(0), Some(2)).unwrap(),
                 brute(&runs, Some(0)),
                 "{runs:?}"
+            );
+        }
+    }
+
+    /// Random small runs (any steps, single readings, copies 0-3, every
+    /// source) against brute force, from a fixed seed.
+    #[test]
+    fn random_runs_agree_with_brute_force() {
+        let mut seed: u64 = 0x9e37_79b9_7f4a_7c15;
+        let mut next = |n: u64| {
+            seed = seed
+                .wrapping_mul(6_364_136_223_846_793_005)
+                .wrapping_add(1_442_695_040_888_963_407);
+            (seed >> 33) % n
+        };
+        for _ in 0..3_000 {
+            let k = 1 + next(6) as usize;
+            let runs: Vec<(Run, Source)> = (0..k)
+                .map(|_| {
+                    let first = next(100) as i64;
+                    let step = next(13) as i64;
+                    let last = if step == 0 {
+                        first
+                    } else {
+                        first + next(600) as i64
+                    };
+                    let source = match next(4) {
+                        0 => Source::Expected,
+                        1 => Source::Maybe,
+                        _ => on(next(3) as u32, next(4) as u32),
+                    };
+                    (
+                        Run {
+                            first_ms: first,
+                            last_ms: last,
+                            step_ms: step,
+                            copies: 1,
+                        },
+                        source,
+                    )
+                })
+                .collect();
+            let (owner, source) = (Some(next(3) as u32), Some(2));
+            let got = tally(&runs, owner, source).unwrap();
+            assert_eq!(
+                got,
+                brute_with(&runs, owner, source),
+                "{runs:?} owner {owner:?}"
             );
         }
     }

@@ -13,8 +13,16 @@
 //!    grant released before it (and no new one), a token no grant ever had,
 //!    or a token used before the lock handed it out.
 //!
+//! Token 0 names no grant: it is the fence's starting value and the `unique`
+//! election's placeholder (every winner's), so a write saying it is judged
+//! by its box, as one without a token (a `unique` loser writing with token 0
+//! borrowed nobody's grant: it had none). A statement that changed no row
+//! (a zero-row delete) is no write: it is neither attributed nor judged.
+//!
 //! The ingest (`ingest*`) and the harness write without a lease by design:
 //! their writes are governed only when they carry a token some grant had.
+//! Neither ever deletes a reading, so a delete under either name is a mover's
+//! (one that named itself so) and governed like any other.
 
 use crate::claims::Claims;
 use chaos_history::{Audit, ShardWrite, WriteOp};
@@ -60,6 +68,19 @@ pub fn is_mover(app: &str) -> bool {
     !is_unfenced(app)
 }
 
+/// Whether the lease and the fence govern a write: a mover's, or a delete by
+/// anybody (the ingest and the harness never delete readings).
+pub fn is_governed(w: &ShardWrite) -> bool {
+    is_mover(&w.app) || w.op == WriteOp::Delete
+}
+
+/// Whether a recorded write changed anything: a statement that matched no
+/// row (a zero-row delete, a fence update refused) destroyed, placed and
+/// fenced nothing, whoever sent it with whichever token.
+pub fn changed_rows(w: &ShardWrite) -> bool {
+    w.rows > 0
+}
+
 /// The grant a write acted under, by the rules of the module doc.
 pub fn attribute_one<'a>(
     w: &'a ShardWrite,
@@ -81,29 +102,29 @@ pub fn attribute_one<'a>(
         borrowed: false,
         unattributed: Some(why),
     };
-    if let Some(t) = token {
+    if let Some(t) = token.filter(|&t| t != 0) {
         let with = claims.with_token(t);
+        let issued = |g: &usize| claims.grants[*g].commit_unix_ns <= at;
+        // The writer's own grant of the token, else the one handed out (to
+        // anybody) by then, else the first: it was not handed out yet.
         let own = with
             .iter()
             .rev()
-            .find(|&&g| claims.grants[g].holder == w.app);
-        let issued = with
-            .iter()
-            .rev()
-            .find(|&&g| claims.grants[g].commit_unix_ns <= at);
-        return match own.or(issued).or(with.first()) {
+            .find(|&&g| issued(&g) && claims.grants[g].holder == w.app);
+        let by_then = with.iter().rev().find(|&&g| issued(&g));
+        return match own.or(by_then).or(with.first()) {
             // Nobody can know a token before the lock hands it out (the shard's
             // and the routing db's commit times come from one machine's clock).
-            Some(&g) if claims.grants[g].commit_unix_ns > at && !is_unfenced(&w.app) => {
+            Some(&g) if claims.grants[g].commit_unix_ns > at && is_governed(w) => {
                 Some(none(Unattributed::TokenBeforeGrant { grant: g }))
             }
             Some(&g) if claims.grants[g].commit_unix_ns > at => None,
             Some(&g) => Some(found(g, claims.grants[g].holder != w.app)),
-            None if is_unfenced(&w.app) => None,
+            None if !is_governed(w) => None,
             None => Some(none(Unattributed::UnknownToken { token: t })),
         };
     }
-    if is_unfenced(&w.app) {
+    if !is_governed(w) {
         return None;
     }
     if w.app.is_empty() {
@@ -118,7 +139,7 @@ pub fn attribute_one<'a>(
     })
 }
 
-/// Every governed write, in commit order, with its grant or why it has none.
+/// Every governed write that changed rows, in commit order, with its grant or why it has none.
 pub fn attribute<'a>(audit: &'a Audit, claims: &Claims) -> Vec<Attributed<'a>> {
     // A transaction that updated a shard's fence said its token there.
     let mut fence_token: HashMap<(&str, i64), i64> = HashMap::new();
@@ -131,6 +152,7 @@ pub fn attribute<'a>(audit: &'a Audit, claims: &Claims) -> Vec<Attributed<'a>> {
     let mut out: Vec<Attributed<'a>> = audit
         .shard_writes
         .iter()
+        .filter(|w| changed_rows(w))
         .filter_map(|w| {
             let token = w
                 .token
@@ -148,7 +170,7 @@ fn covers(w: &ShardWrite, ts_ms: i64) -> bool {
     !matches!(w.min_ts_ms, Some(lo) if lo > ts_ms) && !matches!(w.max_ts_ms, Some(hi) if hi < ts_ms)
 }
 
-/// Every insert and delete of each turbine (any writer), in commit order.
+/// Every insert and delete of each turbine (any writer) that changed rows, in commit order.
 pub struct TurbineWrites<'a> {
     by_turbine: HashMap<&'a str, Vec<&'a ShardWrite>>,
 }
@@ -156,7 +178,7 @@ pub struct TurbineWrites<'a> {
 impl<'a> TurbineWrites<'a> {
     pub fn new(audit: &'a Audit) -> TurbineWrites<'a> {
         let mut by_turbine: HashMap<&'a str, Vec<&'a ShardWrite>> = HashMap::new();
-        for w in &audit.shard_writes {
+        for w in audit.shard_writes.iter().filter(|w| changed_rows(w)) {
             if let (Some(t), WriteOp::Insert | WriteOp::Delete) = (w.turbine.as_deref(), w.op) {
                 by_turbine.entry(t).or_default().push(w);
             }
@@ -334,6 +356,67 @@ mod tests {
             one(&write("ingest", WriteOp::Insert, 60, 1, Some(9)), &c),
             Some((Some(1), true, None))
         );
+    }
+
+    /// Token 0 names no grant (the fence's start, every `unique` winner's):
+    /// a write saying it is judged by its box.
+    #[test]
+    fn token_zero_is_judged_by_the_box() {
+        let c = Claims::from_audit(
+            "move",
+            &[ClaimChange {
+                expires_unix_ns: i64::MAX,
+                ..grant("box-1", 0, 10, None)
+            }],
+        );
+        assert_eq!(
+            one(&write("box-1", WriteOp::Insert, 20, 1, Some(0)), &c),
+            Some((Some(0), false, None))
+        );
+        assert_eq!(
+            one(&write("box-2", WriteOp::Insert, 20, 1, Some(0)), &c),
+            Some((None, false, Some(Unattributed::NoGrant)))
+        );
+    }
+
+    /// A token handed to two holders: the writer's own grant once it has it,
+    /// else the one handed out by then (borrowed).
+    #[test]
+    fn a_token_twice_handed_names_the_grant_issued_by_then() {
+        let c = Claims::from_audit(
+            "move",
+            &[
+                grant("box-1", 5, 10, Some(40)),
+                grant("box-2", 5, 50, Some(80)),
+            ],
+        );
+        assert_eq!(
+            one(&write("box-2", WriteOp::Insert, 30, 1, Some(5)), &c),
+            Some((Some(0), true, None))
+        );
+        assert_eq!(
+            one(&write("box-2", WriteOp::Insert, 60, 1, Some(5)), &c),
+            Some((Some(1), false, None))
+        );
+    }
+
+    /// A statement that changed no row is neither attributed nor dated by.
+    #[test]
+    fn a_zero_row_write_is_no_write() {
+        let c = claims();
+        let mut empty = write("", WriteOp::Delete, 60, 7, None);
+        empty.rows = 0;
+        let audit = Audit {
+            shard_writes: vec![empty, write("box-1", WriteOp::Delete, 20, 8, None)],
+            claim_changes: Vec::new(),
+            complete: true,
+            missing: Vec::new(),
+        };
+        let a = attribute(&audit, &c);
+        assert_eq!(a.len(), 1);
+        assert_eq!(a[0].write.xid, 8);
+        let by = TurbineWrites::new(&audit);
+        assert_eq!(by.lost_at("T1", 0).map(|w| w.xid), Some(8));
     }
 
     #[test]
