@@ -1,7 +1,7 @@
 //! `chaos`: the command line. Flags are parsed once into validated options; exit codes 0 valid, 1 invalid, 2 unknown, 3 the harness failed.
 
 use chaos_checkers::Validity;
-use chaos_harness::{backend, bench, check, run, scenario, up, values};
+use chaos_harness::{bench, check, run, scenario, up, values};
 use clap::{Parser, Subcommand, ValueEnum};
 use std::path::PathBuf;
 use std::process::ExitCode;
@@ -37,58 +37,20 @@ impl From<Expect> for Validity {
 #[derive(clap::Args, Debug, Clone)]
 struct RunArgs {
     /// Scenario name (scenarios/NAME.toml) or path to a TOML file.
-    scenario: String,
-    /// Fencing tokens checked by the shards: off (April) or on.
-    #[arg(long, value_enum)]
-    fencing: Option<scenario::Fencing>,
-    /// What the holder does when a renewal cannot reach the routing db.
-    #[arg(long, value_enum)]
-    on_renew_failure: Option<scenario::OnRenewFailure>,
-    /// What the holder does when a renewal shows it lost the claim.
-    #[arg(long, value_enum)]
-    on_lost: Option<scenario::OnLost>,
-    /// The "local check" variant: check the lease's expiry on the mover's own clock before each write.
-    #[arg(long)]
-    check_expiry_before_write: bool,
-    /// The reference mover renews the claim from a task of its own, every third of a lease, whatever its work is doing.
-    #[arg(long)]
-    renew_on_thread: bool,
-    /// lease (claim with expiry) or unique (lesson 007's at-most-once insert).
-    #[arg(long, value_enum)]
-    election: Option<scenario::Election>,
-    /// Lease length in scenario time, e.g. 60s, 5s, 1m.
-    #[arg(long, value_parser = values::lease_s, allow_hyphen_values = true)]
-    lease: Option<f64>,
+    #[arg(required_unless_present = "replay")]
+    scenario: Option<String>,
+    /// Run a stored run again exactly: its resolved scenario, seed, schedule (generated faults
+    /// included), mover settings and backend, from DIR/config.json.
+    #[arg(long, value_name = "DIR", conflicts_with = "scenario")]
+    replay: Option<PathBuf>,
     /// Seed for everything random (overrides the scenario's).
     #[arg(long, value_parser = values::seed, allow_hyphen_values = true)]
     seed: Option<u64>,
-    /// Run this program (following the mover protocol, docs/mover-protocol.md) instead of the reference mover.
-    #[arg(long)]
-    mover_cmd: Option<String>,
-    /// How the --mover-cmd says it is ready: exec (a shell holds it before it starts) or gate (it reads CHAOS_GATE itself once connected).
-    #[arg(long, value_enum)]
-    mover_ready: Option<scenario::Ready>,
-    /// Restart a mover that exits non-zero, as a supervisor would (on-failure), or never.
-    #[arg(long, value_enum)]
-    restart: Option<scenario::Restart>,
-    /// Where the databases and movers run.
-    #[arg(long, value_enum, default_value = "process")]
-    backend: backend::BackendKind,
-    /// Real milliseconds per scenario second (default: the scenario's, 10).
-    #[arg(long, value_parser = values::time_scale_ms, allow_hyphen_values = true)]
-    time_scale_ms: Option<f64>,
-    /// Seeded readings per turbine (default: the scenario's; 15768 is 1/1000 of a year at 2 s).
-    #[arg(long, value_parser = values::count_u32, allow_hyphen_values = true)]
-    rows_per_turbine: Option<u32>,
+    #[command(flatten)]
+    sut: run::SutArgs,
     /// Exit 0 when the verdict is this one, 1 when it is not.
     #[arg(long, value_enum)]
     expect: Option<Expect>,
-    /// Duplicated rows make the run invalid (default: reported as cleanup work).
-    #[arg(long)]
-    strict_duplicates: bool,
-    /// Use the Toxiproxy server at HOST:PORT instead of the embedded one.
-    #[arg(long)]
-    toxiproxy: Option<String>,
     /// Where run directories go.
     #[arg(long, default_value = "results")]
     results: PathBuf,
@@ -133,41 +95,33 @@ enum Command {
     Bench(bench::BenchArgs),
 }
 
-fn run_options(a: &RunArgs) -> run::RunOptions {
-    run::RunOptions {
-        scenario: a.scenario.clone(),
-        fencing: a.fencing,
-        on_renew_failure: a.on_renew_failure,
-        on_lost: a.on_lost,
-        check_expiry_before_write: a.check_expiry_before_write,
-        renew_on_thread: a.renew_on_thread,
-        election: a.election,
-        lease_s: a.lease,
-        seed: a.seed,
-        mover_cmd: a.mover_cmd.clone(),
-        time_scale_ms: a.time_scale_ms,
-        rows_per_turbine: a.rows_per_turbine,
-        strict_duplicates: a.strict_duplicates,
-        toxiproxy: a.toxiproxy.clone(),
-        results: a.results.clone(),
-        quiet: a.quiet,
-        extra_faults: vec![],
-        label: None,
-        backend: Some(a.backend),
-        mover_ready: a.mover_ready,
-        restart: a.restart,
-    }
+/// The run `chaos run` was asked for: a scenario with overrides, or a stored run replayed.
+fn run_options(a: &RunArgs) -> anyhow::Result<run::RunOptions> {
+    let mut opts = match &a.replay {
+        Some(dir) => {
+            if a.seed.is_some() || a.sut.changes_the_scenario() {
+                anyhow::bail!("--replay runs the stored run as it was: give only --results, --quiet, --expect, --backend or --toxiproxy with it");
+            }
+            let stored = run::replay(dir, a.sut.backend, a.sut.toxiproxy.clone())?;
+            eprintln!("chaos: replaying {}", dir.display());
+            stored
+        }
+        None => a.sut.options(a.scenario.as_deref().unwrap_or_default(), a.seed),
+    };
+    opts.results = a.results.clone();
+    opts.quiet = a.quiet;
+    Ok(opts)
 }
 
 async fn main_inner(cli: Cli) -> anyhow::Result<u8> {
     match cli.command {
         Command::Run(a) => {
-            let opts = run_options(&a);
+            let opts = run_options(&a)?;
             let outcome = run::run(&opts).await?;
             let code = run::exit_code(outcome.verdict.valid, a.expect.map(Into::into));
+            let name = opts.prepared.as_ref().map_or(opts.scenario.as_str(), |s| s.file.name.as_str());
             println!(
-                "{}: {:?} (exit {code}) {}",
-                a.scenario,
+                "{name}: {:?} (exit {code}) {}",
                 outcome.verdict.valid,
                 outcome.dir.display()
             );
@@ -338,6 +292,22 @@ fn usage_error(e: clap::Error) -> ExitCode {
         .find(|l| !l.is_empty())
         .unwrap_or("bad arguments");
     let first = first.strip_prefix("error: ").unwrap_or(first);
+    // "the following required arguments were not provided:" names them on the next lines.
+    let named: Vec<&str> = if first.ends_with(':') {
+        text.lines()
+            .skip_while(|l| !l.trim_end().ends_with(':'))
+            .skip(1)
+            .map(str::trim)
+            .take_while(|l| !l.is_empty())
+            .collect()
+    } else {
+        vec![]
+    };
+    let first = if named.is_empty() {
+        first.to_string()
+    } else {
+        format!("{first} {}", named.join(", "))
+    };
     // A bad choice says what the choices are, on the same line.
     let choices = text
         .lines()

@@ -6,6 +6,9 @@
 pub mod boxes;
 mod judge;
 mod live;
+mod sut;
+
+pub use sut::SutArgs;
 
 use crate::backend::BackendKind;
 use crate::faults::clock;
@@ -50,6 +53,8 @@ pub struct RunOptions {
     pub mover_ready: Option<scenario::Ready>,
     /// The supervisor's restart policy (overrides `[mover] restart`).
     pub restart: Option<scenario::Restart>,
+    /// A scenario already made (a replay, a shrink's candidate): run as it is, no overrides.
+    pub prepared: Option<Arc<Scenario>>,
 }
 
 /// What a finished run hands back.
@@ -61,6 +66,9 @@ pub struct RunOutcome {
 
 /// Load the scenario and apply the overrides; every error names the file and field.
 pub fn resolve(opts: &RunOptions) -> anyhow::Result<Scenario> {
+    if let Some(s) = &opts.prepared {
+        return Ok((**s).clone());
+    }
     let path = scenario::resolve(&opts.scenario)?;
     let text =
         std::fs::read_to_string(&path).map_err(|e| anyhow::anyhow!("{}: {e}", path.display()))?;
@@ -271,6 +279,28 @@ fn preflight(scenario: &Scenario, opts: &RunOptions) -> anyhow::Result<BackendKi
         }
     }
     Ok(backend)
+}
+
+/// The options that run the stored run in `dir` again: its scenario as it ran (every override
+/// and generated fault), its backend and proxy unless given, its judging settings.
+pub fn replay(
+    dir: &std::path::Path,
+    backend: Option<BackendKind>,
+    toxiproxy: Option<String>,
+) -> anyhow::Result<RunOptions> {
+    let scenario = Scenario::from_run(dir)?;
+    let config: serde_json::Value = results::read_json(&dir.join("config.json"))?;
+    let stored_backend = serde_json::from_value(config["backend"].clone()).ok();
+    let meta: Option<chaos_history::RunMeta> =
+        results::read_json(&dir.join(chaos_history::RUN_META_FILE)).ok();
+    Ok(RunOptions {
+        scenario: scenario.file.name.clone(),
+        backend: backend.or(stored_backend),
+        toxiproxy: toxiproxy.or_else(|| config["toxiproxy"].as_str().map(String::from)),
+        strict_duplicates: meta.is_some_and(|m| m.strict_duplicates),
+        prepared: Some(Arc::new(scenario)),
+        ..Default::default()
+    })
 }
 
 /// Exit code for a verdict, with `--expect`: 0 when it matched, 1 when not.

@@ -1,0 +1,98 @@
+//! The flags that choose the system under test and how it runs, shared by `chaos run` and `chaos nightly`: the reference mover's switches or a team's `--mover-cmd`, the backend, the proxy, the scale.
+
+use super::RunOptions;
+use crate::backend::BackendKind;
+use crate::scenario;
+use crate::values;
+
+/// What `chaos run` and `chaos nightly` take for the system under test.
+#[derive(clap::Args, Debug, Clone, Default)]
+pub struct SutArgs {
+    /// Fencing tokens checked by the shards: off (April) or on.
+    #[arg(long, value_enum)]
+    pub fencing: Option<scenario::Fencing>,
+    /// What the holder does when a renewal cannot reach the routing db.
+    #[arg(long, value_enum)]
+    pub on_renew_failure: Option<scenario::OnRenewFailure>,
+    /// What the holder does when a renewal shows it lost the claim.
+    #[arg(long, value_enum)]
+    pub on_lost: Option<scenario::OnLost>,
+    /// The "local check" variant: check the lease's expiry on the mover's own clock before each write.
+    #[arg(long)]
+    pub check_expiry_before_write: bool,
+    /// The reference mover renews the claim from a task of its own, every third of a lease, whatever its work is doing.
+    #[arg(long)]
+    pub renew_on_thread: bool,
+    /// lease (claim with expiry) or unique (lesson 007's at-most-once insert).
+    #[arg(long, value_enum)]
+    pub election: Option<scenario::Election>,
+    /// Lease length in scenario time, e.g. 60s, 5s, 1m.
+    #[arg(long, value_parser = values::lease_s, allow_hyphen_values = true)]
+    pub lease: Option<f64>,
+    /// Run this program (following the mover protocol, docs/mover-protocol.md) instead of the reference mover.
+    #[arg(long)]
+    pub mover_cmd: Option<String>,
+    /// How the --mover-cmd says it is ready: exec (a shell holds it before it starts) or gate (it reads CHAOS_GATE itself once connected).
+    #[arg(long, value_enum)]
+    pub mover_ready: Option<scenario::Ready>,
+    /// Restart a mover that exits non-zero, as a supervisor would (on-failure), or never.
+    #[arg(long, value_enum)]
+    pub restart: Option<scenario::Restart>,
+    /// Where the databases and movers run [default: process].
+    #[arg(long, value_enum)]
+    pub backend: Option<BackendKind>,
+    /// Real milliseconds per scenario second (default: the scenario's, 10).
+    #[arg(long, value_parser = values::time_scale_ms, allow_hyphen_values = true)]
+    pub time_scale_ms: Option<f64>,
+    /// Seeded readings per turbine (default: the scenario's; 15768 is 1/1000 of a year at 2 s).
+    #[arg(long, value_parser = values::count_u32, allow_hyphen_values = true)]
+    pub rows_per_turbine: Option<u32>,
+    /// Duplicated rows make the run invalid (default: reported as cleanup work).
+    #[arg(long)]
+    pub strict_duplicates: bool,
+    /// Use the Toxiproxy server at HOST:PORT instead of the embedded one.
+    #[arg(long)]
+    pub toxiproxy: Option<String>,
+}
+
+impl SutArgs {
+    /// The run options for `scenario` with these flags (overrides win over the scenario file).
+    pub fn options(&self, scenario: &str, seed: Option<u64>) -> RunOptions {
+        RunOptions {
+            scenario: scenario.to_string(),
+            fencing: self.fencing,
+            on_renew_failure: self.on_renew_failure,
+            on_lost: self.on_lost,
+            check_expiry_before_write: self.check_expiry_before_write,
+            renew_on_thread: self.renew_on_thread,
+            election: self.election,
+            lease_s: self.lease,
+            seed,
+            mover_cmd: self.mover_cmd.clone(),
+            time_scale_ms: self.time_scale_ms,
+            rows_per_turbine: self.rows_per_turbine,
+            strict_duplicates: self.strict_duplicates,
+            toxiproxy: self.toxiproxy.clone(),
+            backend: self.backend,
+            mover_ready: self.mover_ready,
+            restart: self.restart,
+            ..Default::default()
+        }
+    }
+
+    /// True when any flag changes the scenario as stored (a replay runs it as it was).
+    pub fn changes_the_scenario(&self) -> bool {
+        self.fencing.is_some()
+            || self.on_renew_failure.is_some()
+            || self.on_lost.is_some()
+            || self.check_expiry_before_write
+            || self.renew_on_thread
+            || self.election.is_some()
+            || self.lease.is_some()
+            || self.mover_cmd.is_some()
+            || self.mover_ready.is_some()
+            || self.restart.is_some()
+            || self.time_scale_ms.is_some()
+            || self.rows_per_turbine.is_some()
+    }
+}
