@@ -27,13 +27,12 @@
 
 mod measure;
 mod profile;
-mod svg;
-mod table;
 
 use crate::results;
 use crate::run::{self, RunOptions};
 use chaos_checkers::Stats;
 use chaos_history::RunMeta;
+use chaos_report::sweep::{svg, table};
 use serde_json::json;
 use std::collections::BTreeMap;
 use std::path::{Path, PathBuf};

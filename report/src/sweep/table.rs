@@ -1,6 +1,6 @@
 //! The sweep's table: runs folded into one row per lease and fencing setting, the conclusion in words, and the text and CSV renderings.
 
-use super::measure::RunFigures;
+use super::RunFigures;
 use hdrhistogram::Histogram;
 use serde::Serialize;
 
@@ -478,7 +478,7 @@ pub fn conclude(rows: &[&Row], sweep: &Percentiles, runs_per_cell: u32) -> Concl
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::sweep::measure::{FalseExpiry, RunFigures};
+    use crate::sweep::{FalseExpiry, RunFigures};
 
     fn run(lease_s: f64, false_expiries: usize, renew_ms: &[u64]) -> RunResult {
         RunResult {
