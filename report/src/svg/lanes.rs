@@ -1,6 +1,7 @@
 //! The report's lanes, one method each: faults, the claim, every box, events, shards and
 //! the verdict, drawn on the canvas `svg.rs` sets up.
 
+use super::marks::{Shape, SpanSrc};
 use super::*;
 
 impl Canvas<'_, '_> {
