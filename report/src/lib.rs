@@ -19,7 +19,7 @@ mod story;
 mod svg;
 pub mod sweep;
 
-pub use digest::{DigestBuilder, EventLookup, HistoryDigest};
+pub use digest::{builder::DigestBuilder, EventLookup, HistoryDigest};
 pub use latency::{latency_table, process_class, LatencyRow};
 pub use story::{story, StoryFold};
 

@@ -3,7 +3,7 @@
 //! paired into fault windows in sorted batches.
 
 use super::*;
-use operation::Operation;
+use operation::{Done, Operation, Pending, Why};
 
 mod operation;
 
@@ -49,47 +49,6 @@ impl Names {
     }
 }
 
-/// What an invoke's `why` said, kept without its text.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-enum Why {
-    /// Absent or not a string.
-    None,
-    TidyUp,
-    Other,
-}
-
-impl Why {
-    fn of(op: &OpView) -> Why {
-        match op.value.str("why") {
-            None => Why::None,
-            Some("tidy-up") => Why::TidyUp,
-            Some(_) => Why::Other,
-        }
-    }
-}
-
-/// An invoke waiting for its completion.
-#[derive(Debug, Clone)]
-struct Pending {
-    src: u64,
-    t: i64,
-    time_ns: i64,
-    f: u32,
-    why: Why,
-    token: Option<i64>,
-    target: Option<u32>,
-    turbine: Option<Box<str>>,
-}
-
-/// What the lanes read of a completion.
-struct Done<'v> {
-    src: u64,
-    t: i64,
-    time_ns: i64,
-    kind: OpType,
-    view: &'v OpView<'v>,
-}
-
 /// Where a process's events go.
 #[derive(Debug, Clone, Copy)]
 enum Route {
@@ -106,6 +65,17 @@ struct FaultAction {
     verb: u32,
     target: u32,
     failed: bool,
+}
+
+impl HistoryDigest {
+    /// The digest of a history held in memory; `src` is each event's position.
+    pub fn of(meta: &RunMeta, history: &[Op]) -> HistoryDigest {
+        let mut b = DigestBuilder::new(meta);
+        for (i, op) in history.iter().enumerate() {
+            b.observe(&OpView::of(op), i as u64);
+        }
+        b.finish()
+    }
 }
 
 /// Builds a [`HistoryDigest`] one event at a time.

@@ -1,6 +1,49 @@
-//! What one box's operation adds to its lane, one kind of operation per method: a skip, a copy, a delete, an acquire, a renewal.
+//! An operation as the lanes read it (an invoke waiting for its completion, the completion, the two paired), and what a box's operation adds to its lane, one method per kind: a skip, a copy, a delete, an acquire, a renewal.
 
-use super::*;
+use crate::digest::{Belief, BoxLane, Keep, Outcome, Point, SkipRun, Span, MAX_TURBINES};
+use chaos_history::{OpType, OpView};
+use std::collections::HashMap;
+
+/// What an invoke's `why` said, kept without its text.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(super) enum Why {
+    /// Absent or not a string.
+    None,
+    TidyUp,
+    Other,
+}
+
+impl Why {
+    pub(super) fn of(op: &OpView) -> Why {
+        match op.value.str("why") {
+            None => Why::None,
+            Some("tidy-up") => Why::TidyUp,
+            Some(_) => Why::Other,
+        }
+    }
+}
+
+/// An invoke waiting for its completion.
+#[derive(Debug, Clone)]
+pub(super) struct Pending {
+    pub src: u64,
+    pub t: i64,
+    pub time_ns: i64,
+    pub f: u32,
+    pub why: Why,
+    pub token: Option<i64>,
+    pub target: Option<u32>,
+    pub turbine: Option<Box<str>>,
+}
+
+/// What the lanes read of a completion.
+pub(super) struct Done<'v> {
+    pub src: u64,
+    pub t: i64,
+    pub time_ns: i64,
+    pub kind: OpType,
+    pub view: &'v OpView<'v>,
+}
 
 /// One operation as the lanes read it: an invoke, its completion, or both.
 pub(super) struct Operation<'a> {
