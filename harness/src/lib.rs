@@ -16,7 +16,6 @@ pub mod results;
 pub mod run;
 pub mod scenario;
 pub mod setup;
-pub mod story;
 pub mod sweep;
 pub mod testbed;
 pub mod triggers;

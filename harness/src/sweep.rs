@@ -28,8 +28,6 @@
 mod measure;
 mod plan;
 mod profile;
-mod svg;
-mod table;
 
 pub use plan::{parse_duration_s, plan, Plan, SweepArgs, DEFINITIONS, OWN_FENCING};
 
@@ -38,6 +36,7 @@ use crate::run::{self, RunOptions};
 use crate::scenario::Scenario;
 use chaos_checkers::Stats;
 use chaos_history::RunMeta;
+use chaos_report::sweep::{svg, table};
 use serde_json::json;
 use std::collections::BTreeMap;
 use std::path::{Path, PathBuf};

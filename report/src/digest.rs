@@ -1,4 +1,4 @@
-//! The history as the report needs it, aggregated in one pass: [`DigestBuilder`] observes each event once and keeps only what the page draws.
+//! The history as the report needs it, aggregated in one pass: [`builder::DigestBuilder`] observes each event once (and [`HistoryDigest::of`] a history in memory) and keeps only what the page draws.
 //!
 //! Memory does not grow with the history: a kind of mark in a lane (a box's
 //! renewals, the ingest's ok completions) is kept one by one up to [`KEEP`]
@@ -17,8 +17,7 @@ use crate::latency::{process_class, LatencyAcc, LatencyRow};
 use chaos_history::{Op, OpType, OpView, RunMeta, ScenarioClock};
 use std::collections::{HashMap, VecDeque};
 
-mod builder;
-pub use builder::DigestBuilder;
+pub(crate) mod builder;
 
 /// The run's span is cut into this many segments; in each, a kind of mark in
 /// a lane is kept one by one up to [`PER_SEGMENT`] marks. A view that only
@@ -501,15 +500,6 @@ pub struct HistoryDigest {
 }
 
 impl HistoryDigest {
-    /// The digest of a history held in memory; `src` is each event's position.
-    pub fn of(meta: &RunMeta, history: &[Op]) -> HistoryDigest {
-        let mut b = DigestBuilder::new(meta);
-        for (i, op) in history.iter().enumerate() {
-            b.observe(&OpView::of(op), i as u64);
-        }
-        b.finish()
-    }
-
     /// Events observed.
     pub fn events(&self) -> u64 {
         self.events

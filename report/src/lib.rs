@@ -1,8 +1,9 @@
-//! Renders a run's self-contained `report.html`: verdict, timeline of who held the claim and what each box did, faults, vacancy, latency percentiles, settings.
+//! What a person reads of a run, computed from its record alone: the self-contained `report.html` (verdict, timeline of who held the claim and what each box did, faults, vacancy, latency percentiles, settings), the story in scenario time ([`story()`], [`StoryFold`]) and the sweep's table and plot ([`sweep`]).
 //!
-//! Invariant: [`render`] is a pure function of its input. No IO, no clock, no
-//! network: the page carries its CSS and SVG inline and opens from disk. The
-//! harness writes the file.
+//! Invariant: everything here is pure; [`render`] is a function of its
+//! input. No IO, no clock, no network: the page carries its CSS and SVG
+//! inline and opens from disk. The harness writes the files and prints the
+//! story.
 //!
 //! Times are scenario times (the incident's clock), so an engineer reads the
 //! report next to the April write-up.
@@ -14,10 +15,13 @@ mod digest;
 mod html;
 mod latency;
 mod model;
+mod story;
 mod svg;
+pub mod sweep;
 
-pub use digest::{DigestBuilder, EventLookup, HistoryDigest};
+pub use digest::{builder::DigestBuilder, EventLookup, HistoryDigest};
 pub use latency::{latency_table, process_class, LatencyRow};
+pub use story::{story, StoryFold};
 
 use chaos_checkers::{Severity, Validity, Verdict};
 use chaos_history::{Audit, RunMeta};

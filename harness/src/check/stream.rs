@@ -19,10 +19,9 @@
 //! own text with `observe_line`.
 
 use super::scan::{self, Turbines};
-use crate::story::StoryFold;
 use chaos_checkers::{FoldEvent, HistoryFold, TurbineList};
 use chaos_history::{Op, OpType, OpView, RunMeta, Scalar, ValueFields};
-use chaos_report::{DigestBuilder, EventLookup, HistoryDigest};
+use chaos_report::{DigestBuilder, EventLookup, HistoryDigest, StoryFold};
 use std::borrow::Cow;
 use std::io::Read;
 use std::path::Path;

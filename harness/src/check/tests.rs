@@ -76,7 +76,7 @@ fn streamed(
     })
 }
 
-/// The same run judged from events in memory: `chaos_checkers::check`, `story::story`, the report of a slice.
+/// The same run judged from events in memory: `chaos_checkers::check`, `chaos_report::story`, the report of a slice.
 fn in_memory(record: &RunRecord, torn: bool) -> Judged {
     let mut fold = chaos_checkers::HistoryFold::new(&record.meta);
     for op in &record.history {
@@ -96,7 +96,7 @@ fn in_memory(record: &RunRecord, torn: bool) -> Judged {
     let digest = chaos_report::HistoryDigest::of(&record.meta, &record.history);
     Judged {
         page: page(&record.meta, &digest, &record.history, record, &verdict),
-        story: crate::story::story(record, &verdict),
+        story: chaos_report::story(record, &verdict),
         verdict,
         torn,
     }

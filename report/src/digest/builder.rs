@@ -3,6 +3,9 @@
 //! paired into fault windows in sorted batches.
 
 use super::*;
+use operation::{Done, Operation, Pending, Why};
+
+mod operation;
 
 /// Names told apart by a small id, up to a limit; past it one id stands for the rest.
 #[derive(Debug, Default)]
@@ -46,47 +49,6 @@ impl Names {
     }
 }
 
-/// What an invoke's `why` said, kept without its text.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-enum Why {
-    /// Absent or not a string.
-    None,
-    TidyUp,
-    Other,
-}
-
-impl Why {
-    fn of(op: &OpView) -> Why {
-        match op.value.str("why") {
-            None => Why::None,
-            Some("tidy-up") => Why::TidyUp,
-            Some(_) => Why::Other,
-        }
-    }
-}
-
-/// An invoke waiting for its completion.
-#[derive(Debug, Clone)]
-struct Pending {
-    src: u64,
-    t: i64,
-    time_ns: i64,
-    f: u32,
-    why: Why,
-    token: Option<i64>,
-    target: Option<u32>,
-    turbine: Option<Box<str>>,
-}
-
-/// What the lanes read of a completion.
-struct Done<'v> {
-    src: u64,
-    t: i64,
-    time_ns: i64,
-    kind: OpType,
-    view: &'v OpView<'v>,
-}
-
 /// Where a process's events go.
 #[derive(Debug, Clone, Copy)]
 enum Route {
@@ -103,6 +65,17 @@ struct FaultAction {
     verb: u32,
     target: u32,
     failed: bool,
+}
+
+impl HistoryDigest {
+    /// The digest of a history held in memory; `src` is each event's position.
+    pub fn of(meta: &RunMeta, history: &[Op]) -> HistoryDigest {
+        let mut b = DigestBuilder::new(meta);
+        for (i, op) in history.iter().enumerate() {
+            b.observe(&OpView::of(op), i as u64);
+        }
+        b.finish()
+    }
 }
 
 /// Builds a [`HistoryDigest`] one event at a time.
@@ -266,198 +239,100 @@ impl DigestBuilder {
     /// One operation: an invoke with its completion, a completion nobody
     /// invoked, or (at the end) an invoke that never completed.
     fn pair(&mut self, p: u32, invoke: Option<Pending>, done: Option<Done>) {
-        let grid = &self.keep;
         let f_id = invoke.as_ref().map(|i| i.f).unwrap_or_else(|| {
             self.fs
                 .id(&done.as_ref().expect("a pair has an event").view.f)
         });
         if let Some(inv) = &invoke {
-            let key = (self.class_of[p as usize], f_id);
-            let n = self.latency.len();
-            let acc = match self.latency.get_mut(&key) {
-                Some(acc) => Some(acc),
-                None if n < MAX_LATENCY_ROWS => Some(self.latency.entry(key).or_default()),
-                None => None,
-            };
-            if let Some(acc) = acc {
-                match &done {
-                    Some(d) => {
-                        acc.record(d.time_ns.saturating_sub(inv.time_ns), d.kind, &self.clock)
-                    }
-                    None => acc.open += 1,
+            self.latency_of(p, f_id, inv, done.as_ref());
+        }
+        let op = Operation::of(invoke.as_ref(), done.as_ref());
+        match self.routes[p as usize].expect("routed on first sight") {
+            Route::Nemesis => self.fault_action(f_id, &op),
+            Route::Other(l) => {
+                let (lane, grid) = (&mut self.others[l], &self.keep);
+                match op.kind {
+                    Some(OpType::Ok) => lane.ok.push(op.at, grid),
+                    Some(OpType::Fail) => lane.fail.push(op.at, grid),
+                    // An invoke that never completed is as unknown as an info.
+                    _ => lane.info.push(op.at, grid),
                 }
+            }
+            Route::Box(l) => self.box_op(l, f_id, &op),
+        }
+    }
+
+    /// An invoked operation's latency, in its process class's and `f`'s row (while
+    /// there is room for the row): the time to its completion, or one more open.
+    fn latency_of(&mut self, p: u32, f_id: u32, inv: &Pending, done: Option<&Done>) {
+        let key = (self.class_of[p as usize], f_id);
+        let n = self.latency.len();
+        let acc = match self.latency.get_mut(&key) {
+            Some(acc) => Some(acc),
+            None if n < MAX_LATENCY_ROWS => Some(self.latency.entry(key).or_default()),
+            None => None,
+        };
+        if let Some(acc) = acc {
+            match done {
+                Some(d) => acc.record(d.time_ns.saturating_sub(inv.time_ns), d.kind, &self.clock),
+                None => acc.open += 1,
             }
         }
-        let head_src = invoke
-            .as_ref()
-            .map(|i| i.src)
-            .or(done.as_ref().map(|d| d.src))
-            .expect("a pair has an event");
-        let start = invoke
-            .as_ref()
-            .map(|i| i.t)
-            .or(done.as_ref().map(|d| d.t))
-            .expect("a pair has an event");
-        let end = done.as_ref().map_or(start, |d| d.t);
-        let kind = done.as_ref().map(|d| d.kind);
-        let reason = done.as_ref().and_then(|d| d.view.value.str("reason"));
-        let at = Point {
-            t: end,
-            src: done.as_ref().map_or(head_src, |d| d.src),
-            other: done.as_ref().and(invoke.as_ref().map(|i| i.src)),
-        };
-        match self.routes[p as usize].expect("routed on first sight") {
-            Route::Nemesis => {
-                let target = invoke
-                    .as_ref()
-                    .and_then(|i| i.target)
-                    .or_else(|| {
-                        let d = done.as_ref()?;
-                        d.view.value.str("target").map(|s| self.targets.id(s))
-                    })
-                    .unwrap_or_else(|| self.targets.id(""));
-                self.faults.push(
-                    FaultAction {
-                        t: end,
-                        src: head_src,
-                        verb: f_id,
-                        target,
-                        failed: kind == Some(OpType::Fail),
-                    },
-                    &self.fs,
-                    &self.targets,
-                    grid,
-                );
-            }
-            Route::Other(l) => {
-                let lane = &mut self.others[l];
-                match kind {
-                    Some(OpType::Ok) => lane.ok.push(at, grid),
-                    Some(OpType::Fail) => lane.fail.push(at, grid),
-                    // An invoke that never completed is as unknown as an info.
-                    _ => lane.info.push(at, grid),
-                }
-            }
-            Route::Box(l) => {
-                let f = self.fs.name(f_id);
-                let lane = &mut self.boxes[l];
-                lane.events += 1 + u64::from(invoke.is_some() && done.is_some());
-                lane.last_t = lane.last_t.max(end).max(start);
-                // A run of skips ends at the box's next operation of any other kind.
-                if f == "skip" {
-                    match &mut lane.skip_open {
-                        Some(run) => {
-                            run.end = run.end.max(end);
-                            run.n += 1;
-                            run.last = head_src;
-                        }
-                        None => {
-                            lane.skip_open = Some(SkipRun {
-                                start,
-                                end,
-                                n: 1,
-                                first: head_src,
-                                last: head_src,
-                            })
-                        }
-                    }
-                    return;
-                }
-                lane.close_skips(grid);
-                if reason == Some("fenced") && kind == Some(OpType::Fail) {
-                    lane.refused.push(at, grid);
-                }
-                match f {
-                    "copy" => {
-                        let outcome = match kind {
-                            Some(OpType::Ok) => Outcome::Ok,
-                            Some(OpType::Fail) if reason == Some("fenced") => Outcome::Refused,
-                            Some(OpType::Fail) => Outcome::Fail,
-                            Some(_) => Outcome::Info,
-                            None => Outcome::Open,
-                        };
-                        let span = Span {
-                            start,
-                            end,
-                            invoke: invoke.as_ref().map(|i| i.src),
-                            completion: done.as_ref().map(|d| d.src),
-                            outcome,
-                        };
-                        match outcome {
-                            Outcome::Open => lane.open_copies.push(span),
-                            _ => lane.copies.push(span, grid),
-                        }
-                        if outcome == Outcome::Ok {
-                            lane.ok_copies += 1;
-                        }
-                        if outcome == Outcome::Fail {
-                            lane.failed.push(at, grid);
-                        }
-                    }
-                    "delete" => match kind {
-                        Some(OpType::Fail) if reason == Some("fenced") => {}
-                        Some(OpType::Fail) => lane.failed.push(at, grid),
-                        _ => {
-                            let why = match invoke.as_ref().map_or(Why::None, |i| i.why) {
-                                Why::None => done.as_ref().map_or(Why::None, |d| Why::of(d.view)),
-                                why => why,
-                            };
-                            if why == Why::TidyUp {
-                                lane.tidy_deletes.push(at, grid);
-                            } else {
-                                lane.source_deletes.push(at, grid);
-                            }
-                            let turbine = done
-                                .as_ref()
-                                .and_then(|d| d.view.value.str("turbine"))
-                                .or(invoke.as_ref().and_then(|i| i.turbine.as_deref()));
-                            if let Some(turbine) = turbine {
-                                if let Some(t) = self.last_delete.get_mut(turbine) {
-                                    *t = (*t).max(end);
-                                } else if self.last_delete.len() < MAX_TURBINES {
-                                    self.last_delete.insert(turbine.to_string(), end);
-                                }
-                            }
-                        }
-                    },
-                    "acquire" => match kind {
-                        Some(OpType::Ok) => {
-                            let token = done
-                                .as_ref()
-                                .and_then(|d| d.view.value.int("token"))
-                                .or(invoke.as_ref().and_then(|i| i.token));
-                            if let Some((began, old)) = lane.believing.replace((end, token)) {
-                                lane.beliefs.push(
-                                    Belief {
-                                        start: began,
-                                        end,
-                                        token: old,
-                                        ended_by: "a new acquire",
-                                    },
-                                    grid,
-                                );
-                            }
-                            lane.acquired.push(at, grid);
-                        }
-                        _ => lane.polls.push(at, grid),
-                    },
-                    "renew" => match kind {
-                        Some(OpType::Ok) => lane.renew_ok.push(at, grid),
-                        _ => {
-                            lane.renew_fail.push(at, grid);
-                            if reason == Some("lost") {
-                                lane.end_belief(end, "renewal answered: lost", grid);
-                            }
-                        }
-                    },
-                    "lost" => lane.end_belief(end, "learned it had lost", grid),
-                    "release" if kind.is_some() => lane.end_belief(end, "released", grid),
-                    "done" if kind.is_some() => lane.end_belief(end, "done", grid),
-                    _ => {
-                        if kind == Some(OpType::Fail) && reason != Some("fenced") {
-                            lane.failed.push(at, grid);
-                        }
-                    }
+    }
+
+    /// A nemesis action, on its target (the invoke's, else the completion's), to be
+    /// paired into a fault window.
+    fn fault_action(&mut self, f_id: u32, op: &Operation) {
+        let target = op
+            .invoke
+            .and_then(|i| i.target)
+            .or_else(|| {
+                let d = op.done?;
+                d.view.value.str("target").map(|s| self.targets.id(s))
+            })
+            .unwrap_or_else(|| self.targets.id(""));
+        self.faults.push(
+            FaultAction {
+                t: op.end,
+                src: op.head_src,
+                verb: f_id,
+                target,
+                failed: op.kind == Some(OpType::Fail),
+            },
+            &self.fs,
+            &self.targets,
+            &self.keep,
+        );
+    }
+
+    /// A box's operation, into its lane: a skip grows the run of skips; anything
+    /// else ends it and goes to its kind's marks.
+    fn box_op(&mut self, l: usize, f_id: u32, op: &Operation) {
+        let grid = &self.keep;
+        let f = self.fs.name(f_id);
+        let lane = &mut self.boxes[l];
+        lane.events += 1 + u64::from(op.invoke.is_some() && op.done.is_some());
+        lane.last_t = lane.last_t.max(op.end).max(op.start);
+        // A run of skips ends at the box's next operation of any other kind.
+        if f == "skip" {
+            lane.skip(op);
+            return;
+        }
+        lane.close_skips(grid);
+        if op.fenced() && op.kind == Some(OpType::Fail) {
+            lane.refused.push(op.at, grid);
+        }
+        match f {
+            "copy" => lane.copy(op, grid),
+            "delete" => lane.delete(op, grid, &mut self.last_delete),
+            "acquire" => lane.acquire(op, grid),
+            "renew" => lane.renew(op, grid),
+            "lost" => lane.end_belief(op.end, "learned it had lost", grid),
+            "release" if op.kind.is_some() => lane.end_belief(op.end, "released", grid),
+            "done" if op.kind.is_some() => lane.end_belief(op.end, "done", grid),
+            _ => {
+                if op.kind == Some(OpType::Fail) && !op.fenced() {
+                    lane.failed.push(op.at, grid);
                 }
             }
         }

@@ -1,6 +1,7 @@
 //! The report's lanes, one method each: faults, the claim, every box, events, shards and
 //! the verdict, drawn on the canvas `svg.rs` sets up.
 
+use super::marks::{Shape, SpanSrc};
 use super::*;
 
 impl Canvas<'_, '_> {
@@ -160,9 +161,7 @@ impl Canvas<'_, '_> {
         y: f64,
         lane_i: usize,
     ) -> f64 {
-        let v = self.v;
         let h = 66.0;
-        let model = self.v.model;
         let ok_copies = lane.ok_copies;
         let sub = format!(
             "{} cop{} ok, {} delete{}",
@@ -177,12 +176,22 @@ impl Canvas<'_, '_> {
         );
         self.frame(y, h, lane_i, &lane.name, &sub);
         let colour = format!("b{}", index % BOX_COLOURS);
+        self.belief_row(index, lane, y + 5.0, &colour);
+        self.copy_row(lane, y + 22.0, &colour);
+        self.shard_row(lane, y + 46.0);
+        self.finish_lane(y);
+        h
+    }
+
+    /// A box's row 1 at `by`: what it believed it held, with what the routing db
+    /// thought of it (stale beliefs), its polls, renewals and acquires.
+    fn belief_row(&mut self, index: usize, lane: &crate::digest::BoxLane, by: f64, colour: &str) {
+        let v = self.v;
+        let model = self.v.model;
+        let bh = 13.0;
         let name = truncate_chars(lane.name.clone(), 60);
         let name = name.as_str();
         let belief_class = format!("belief {colour}");
-
-        // Row 1: belief, with what the routing db thought of it.
-        let (by, bh) = (y + 5.0, 13.0);
         self.points(
             &lane.polls,
             by + 3.0,
@@ -263,9 +272,13 @@ impl Canvas<'_, '_> {
             "acquires",
             &title,
         );
+    }
 
-        // Row 2: copies, one bar per turbine.
-        let (cy, ch) = (y + 22.0, 20.0);
+    /// A box's row 2 at `cy`: its copies, one bar per turbine, a lost turbine's marked.
+    fn copy_row(&mut self, lane: &crate::digest::BoxLane, cy: f64, colour: &str) {
+        let v = self.v;
+        let model = self.v.model;
+        let ch = 20.0;
         let lost = &model.lost_turbines;
         let turbine = |s: &crate::digest::Span| -> Option<String> {
             let op = model.event(s.invoke?)?;
@@ -280,7 +293,7 @@ impl Canvas<'_, '_> {
             "copies",
             |s| {
                 let outcome = match s.outcome {
-                    Outcome::Ok => colour.as_str(),
+                    Outcome::Ok => colour,
                     Outcome::Fail => "fail",
                     Outcome::Refused => "refusedcopy",
                     Outcome::Info => "info",
@@ -308,9 +321,14 @@ impl Canvas<'_, '_> {
             },
             |s| turbine(s),
         );
+    }
 
-        // Row 3: what the box did to the shards.
-        let (my, mh) = (y + 46.0, 16.0);
+    /// A box's row 3 at `my`: what it did to the shards (skips, deletes, tidy-ups,
+    /// refused and failed writes).
+    fn shard_row(&mut self, lane: &crate::digest::BoxLane, my: f64) {
+        let v = self.v;
+        let model = self.v.model;
+        let mh = 16.0;
         self.spans(
             SpanSrc::of(&lane.skips, &self.v, "skip"),
             |s| (s.start, s.end),
@@ -332,27 +350,8 @@ impl Canvas<'_, '_> {
             },
             |s| Some(format!("{} skipped", s.n)),
         );
-        // A run of skips is usually too short to hold its label: write it beside the bar.
-        let skips_in_view: Vec<_> = lane
-            .skips
-            .exact
-            .iter()
-            .filter(|s| v.overlaps(s.start, s.end) && s.n >= 5)
-            .collect();
-        if skips_in_view.len() <= 20 {
-            for s in skips_in_view {
-                let (x0, x1) = (v.x(s.start), v.x(s.end));
-                if x1 - x0 < 6.0 * 12.0 {
-                    let _ = write!(
-                        self.out,
-                        "<text class=\"skiplabel\" x=\"{:.1}\" y=\"{:.1}\">{} skipped</text>",
-                        x1 + 3.0,
-                        my + 11.0,
-                        s.n
-                    );
-                }
-            }
-        }
+        self.skip_labels(lane, my);
+        let title = |p: &Point| v.op_title(p.src, p.other);
         self.points(
             &lane.source_deletes,
             my,
@@ -389,27 +388,58 @@ impl Canvas<'_, '_> {
             "failed operations",
             &title,
         );
-        // Name the few tidy-ups: they are the events the whole report is about.
-        if lane.tidy_deletes.len() <= 5 {
-            for p in lane
-                .tidy_deletes
-                .exact
-                .iter()
-                .filter(|p| p.t >= self.v.t0 && p.t <= self.v.t1)
-            {
-                let what = model.turbine_of(p).unwrap_or_else(|| "?".into());
-                let what = truncate_chars(what, 60);
+        self.tidy_labels(lane, my + mh - 3.0);
+    }
+
+    /// A run of skips is usually too short to hold its label: write it beside the bar
+    /// (for at most 20 runs of five or more in view).
+    fn skip_labels(&mut self, lane: &crate::digest::BoxLane, my: f64) {
+        let v = self.v;
+        let skips_in_view: Vec<_> = lane
+            .skips
+            .exact
+            .iter()
+            .filter(|s| v.overlaps(s.start, s.end) && s.n >= 5)
+            .collect();
+        if skips_in_view.len() > 20 {
+            return;
+        }
+        for s in skips_in_view {
+            let (x0, x1) = (v.x(s.start), v.x(s.end));
+            if x1 - x0 < 6.0 * 12.0 {
                 let _ = write!(
                     self.out,
-                    "<text class=\"tidylabel\" x=\"{:.1}\" y=\"{:.1}\">tidy-up {}</text>",
-                    self.v.x(p.t) + 9.0,
-                    my + mh - 3.0,
-                    esc(&what)
+                    "<text class=\"skiplabel\" x=\"{:.1}\" y=\"{:.1}\">{} skipped</text>",
+                    x1 + 3.0,
+                    my + 11.0,
+                    s.n
                 );
             }
         }
-        self.finish_lane(y);
-        h
+    }
+
+    /// Name the few tidy-ups (at most five), on the baseline `y`: they are the events
+    /// the whole report is about.
+    fn tidy_labels(&mut self, lane: &crate::digest::BoxLane, y: f64) {
+        if lane.tidy_deletes.len() > 5 {
+            return;
+        }
+        let model = self.v.model;
+        for p in lane
+            .tidy_deletes
+            .exact
+            .iter()
+            .filter(|p| p.t >= self.v.t0 && p.t <= self.v.t1)
+        {
+            let what = model.turbine_of(p).unwrap_or_else(|| "?".into());
+            let what = truncate_chars(what, 60);
+            let _ = write!(
+                self.out,
+                "<text class=\"tidylabel\" x=\"{:.1}\" y=\"{y:.1}\">tidy-up {}</text>",
+                self.v.x(p.t) + 9.0,
+                esc(&what)
+            );
+        }
     }
 
     pub(super) fn event_lane(

@@ -1,6 +1,6 @@
 //! The sweep's table: runs folded into one row per lease and fencing setting, the conclusion in words, and the text and CSV renderings.
 
-use super::measure::RunFigures;
+use super::RunFigures;
 use hdrhistogram::Histogram;
 use serde::Serialize;
 
@@ -257,102 +257,90 @@ pub fn csv(rows: &[Row]) -> String {
     out
 }
 
+/// The person's table's columns: each heading and the unit under it.
+const TEXT_COLUMNS: [(&str, &str); 20] = [
+    ("lease", ""),
+    ("fencing", ""),
+    ("runs", ""),
+    ("renewals", ""),
+    ("renew p50", "ms"),
+    ("p99", "ms"),
+    ("p99.9", "ms"),
+    ("max", "ms"),
+    ("false exp", ""),
+    ("takeovers", ""),
+    ("vacancy tot", "s/run"),
+    ("vac max", "s"),
+    ("recover", "s"),
+    ("wr after exp", "n (max s)"),
+    ("rows lost", ""),
+    ("refused", ""),
+    ("finish", "s"),
+    ("stall p99.9", "ms"),
+    ("stall max", "ms"),
+    ("verdicts", ""),
+];
+
 /// The table for a person: scenario times, one row per lease (and fencing setting).
 pub fn text(rows: &[Row]) -> String {
-    let header = [
-        "lease",
-        "fencing",
-        "runs",
-        "renewals",
-        "renew p50",
-        "p99",
-        "p99.9",
-        "max",
-        "false exp",
-        "takeovers",
-        "vacancy tot",
-        "vac max",
-        "recover",
-        "wr after exp",
-        "rows lost",
-        "refused",
-        "finish",
-        "stall p99.9",
-        "stall max",
-        "verdicts",
+    let mut lines: Vec<Vec<String>> = vec![
+        TEXT_COLUMNS.iter().map(|(h, _)| h.to_string()).collect(),
+        TEXT_COLUMNS.iter().map(|(_, u)| u.to_string()).collect(),
     ];
-    let mut lines: Vec<Vec<String>> = vec![header.iter().map(|s| s.to_string()).collect()];
-    lines.push(
-        [
-            "",
-            "",
-            "",
-            "",
-            "ms",
-            "ms",
-            "ms",
-            "ms",
-            "",
-            "",
-            "s/run",
-            "s",
-            "s",
-            "n (max s)",
-            "",
-            "",
-            "s",
-            "ms",
-            "ms",
-            "",
-        ]
-        .iter()
-        .map(|s| s.to_string())
-        .collect(),
-    );
-    for r in rows {
-        lines.push(vec![
-            secs(r.lease_s),
-            r.fencing.clone(),
-            if r.failed_runs > 0 {
-                format!("{} ({} failed)", r.runs, r.failed_runs)
-            } else {
-                r.runs.to_string()
-            },
-            r.renewals.to_string(),
-            format!("{:.0}", r.renew_p50_ms),
-            format!("{:.0}", r.renew_p99_ms),
-            format!("{:.0}", r.renew_p999_ms),
-            format!("{:.0}", r.renew_max_ms),
-            r.false_expiries.to_string(),
-            r.takeovers.to_string(),
-            format!("{:.1}", r.vacancy_total_s),
-            format!("{:.1}", r.vacancy_max_s),
-            match (r.recover_s, r.holder_kills, r.unrecovered_kills) {
-                (_, 0, _) => "-".into(),
-                (v, _, 0) => opt(v, 1),
-                (v, _, u) => format!("{} ({u} never)", opt(v, 1)),
-            },
-            format!(
-                "{} ({:.1})",
-                r.writes_after_expiry, r.writes_after_expiry_max_s
-            ),
-            if r.lost_turbines > 0 {
-                format!("{} ({} turb.)", r.rows_lost, r.lost_turbines)
-            } else {
-                r.rows_lost.to_string()
-            },
-            r.refused_writes.to_string(),
-            match (r.finish_s, r.unfinished_runs) {
-                (v, 0) => opt(v, 0),
-                (None, u) => format!("unfinished x{u}"),
-                (v, u) => format!("{} ({u} unfinished)", opt(v, 0)),
-            },
-            format!("{:.0}", r.stall_p999_ms),
-            format!("{:.0}", r.stall_max_ms),
-            r.verdicts.clone(),
-        ]);
-    }
-    let widths: Vec<usize> = (0..header.len())
+    lines.extend(rows.iter().map(text_cells));
+    aligned(&lines)
+}
+
+/// One row's cells in the person's table, in `TEXT_COLUMNS` order.
+fn text_cells(r: &Row) -> Vec<String> {
+    let cells = vec![
+        secs(r.lease_s),
+        r.fencing.clone(),
+        if r.failed_runs > 0 {
+            format!("{} ({} failed)", r.runs, r.failed_runs)
+        } else {
+            r.runs.to_string()
+        },
+        r.renewals.to_string(),
+        format!("{:.0}", r.renew_p50_ms),
+        format!("{:.0}", r.renew_p99_ms),
+        format!("{:.0}", r.renew_p999_ms),
+        format!("{:.0}", r.renew_max_ms),
+        r.false_expiries.to_string(),
+        r.takeovers.to_string(),
+        format!("{:.1}", r.vacancy_total_s),
+        format!("{:.1}", r.vacancy_max_s),
+        match (r.recover_s, r.holder_kills, r.unrecovered_kills) {
+            (_, 0, _) => "-".into(),
+            (v, _, 0) => opt(v, 1),
+            (v, _, u) => format!("{} ({u} never)", opt(v, 1)),
+        },
+        format!(
+            "{} ({:.1})",
+            r.writes_after_expiry, r.writes_after_expiry_max_s
+        ),
+        if r.lost_turbines > 0 {
+            format!("{} ({} turb.)", r.rows_lost, r.lost_turbines)
+        } else {
+            r.rows_lost.to_string()
+        },
+        r.refused_writes.to_string(),
+        match (r.finish_s, r.unfinished_runs) {
+            (v, 0) => opt(v, 0),
+            (None, u) => format!("unfinished x{u}"),
+            (v, u) => format!("{} ({u} unfinished)", opt(v, 0)),
+        },
+        format!("{:.0}", r.stall_p999_ms),
+        format!("{:.0}", r.stall_max_ms),
+        r.verdicts.clone(),
+    ];
+    debug_assert_eq!(cells.len(), TEXT_COLUMNS.len());
+    cells
+}
+
+/// Lines of cells in columns two spaces apart: the first two left-aligned, the figures right-aligned.
+fn aligned(lines: &[Vec<String>]) -> String {
+    let widths: Vec<usize> = (0..TEXT_COLUMNS.len())
         .map(|c| {
             lines
                 .iter()
@@ -362,7 +350,7 @@ pub fn text(rows: &[Row]) -> String {
         })
         .collect();
     let mut out = String::new();
-    for l in &lines {
+    for l in lines {
         let cells: Vec<String> = l
             .iter()
             .enumerate()
@@ -478,7 +466,7 @@ pub fn conclude(rows: &[&Row], sweep: &Percentiles, runs_per_cell: u32) -> Concl
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::sweep::measure::{FalseExpiry, RunFigures};
+    use crate::sweep::{FalseExpiry, RunFigures};
 
     fn run(lease_s: f64, false_expiries: usize, renew_ms: &[u64]) -> RunResult {
         RunResult {

@@ -44,6 +44,24 @@ impl Earliest {
     }
 }
 
+/// One event as the story reads it: its scenario time, its process, and the operation.
+struct Event<'e, 'a> {
+    t: i64,
+    p: &'e str,
+    op: &'e OpView<'a>,
+}
+
+impl Event<'_, '_> {
+    /// A field of the value as text (empty when absent).
+    fn s(&self, k: &str) -> String {
+        self.op
+            .value
+            .get(k)
+            .map(|x| x.text().into_owned())
+            .unwrap_or_default()
+    }
+}
+
 /// The story told while the history streams: the state it needs per box
 /// (copies, renewals, grants), the earliest lines, and, per turbine, the
 /// lines that are told only if the verdict finds the turbine lost.
@@ -109,48 +127,80 @@ impl StoryFold {
 
     /// Observe the next event of the history.
     pub fn observe(&mut self, op: &OpView) {
-        let t = scenario_ms(&self.clock, op.time_ns);
-        let v = &op.value;
-        let s = |k: &str| v.get(k).map(|x| x.text().into_owned()).unwrap_or_default();
-        let p: &str = &op.process;
-        match (op.kind, &*op.f) {
+        let e = Event {
+            t: scenario_ms(&self.clock, op.time_ns),
+            p: &op.process,
+            op,
+        };
+        // Each teller says whether the event was one of its kinds; a refused write
+        // or a nemesis operation can be of any `f`.
+        let claimed = match &*op.f {
+            "acquire" | "fence" | "lost" | "done" => self.claim(&e),
+            "renew" => self.renewal(&e),
+            "copy" | "delete" => self.shard_work(&e),
+            "exit" | "restart" => self.supervision(&e),
+            "trigger" | "trigger-unfired" => self.trigger(&e),
+            _ => false,
+        };
+        if !claimed && !self.refusal(&e) {
+            self.fault(&e);
+        }
+    }
+
+    /// The claim: taken, fenced at grant time, learnt lost; the plan done.
+    fn claim(&mut self, e: &Event) -> bool {
+        let (t, p) = (e.t, e.p);
+        match (e.op.kind, &*e.op.f) {
             (OpType::Ok, "acquire") => {
                 self.acquired.insert(p.into(), t);
-                self.tell(t, format!("{p} takes the claim (token {})", s("token")))
+                self.tell(t, format!("{p} takes the claim (token {})", e.s("token")))
             }
-            // A grant-time fence (a successor's has `why`) that took a quarter of the lease:
-            // an update of the fence row waits for every write transaction still open on
-            // the shard, such as a paused holder's, and the lease runs meanwhile.
-            (OpType::Ok, "fence") if s("why").is_empty() => {
-                if let Some(a) = self.acquired.remove(p) {
-                    let lease = self.lease_ms.max(1);
-                    let took = t.saturating_sub(a);
-                    if took.saturating_mul(4) >= lease {
-                        self.tell(
-                            t,
-                            format!(
-                                "{p} fences its shards {:.1} s after taking the claim ({}% of its {} s lease): a fence waits for any write still open on its shard",
-                                took as f64 / 1000.0,
-                                took.saturating_mul(100) / lease,
-                                lease as f64 / 1000.0
-                            ),
-                        );
-                    }
-                }
-            }
-            (OpType::Ok, "copy") => {
-                *self.copies.entry(p.into()).or_default() += 1;
-                let turbine = s("turbine");
-                self.tell_if_lost(&turbine, t, format!("{p} has copied {turbine}"));
-            }
-            (OpType::Invoke, "renew") => {
+            (OpType::Ok, "fence") if e.s("why").is_empty() => self.grant_time_fence(e),
+            (OpType::Info, "lost") => self.tell(
+                t,
+                format!("{p} learns it lost the claim (token {})", e.s("token")),
+            ),
+            (OpType::Ok, "done") => self.tell(t, format!("{p} finds the plan done and exits")),
+            _ => return false,
+        }
+        true
+    }
+
+    /// A grant-time fence (a successor's has `why`) that took a quarter of the lease:
+    /// an update of the fence row waits for every write transaction still open on
+    /// the shard, such as a paused holder's, and the lease runs meanwhile.
+    fn grant_time_fence(&mut self, e: &Event) {
+        let (t, p) = (e.t, e.p);
+        let Some(a) = self.acquired.remove(p) else {
+            return;
+        };
+        let lease = self.lease_ms.max(1);
+        let took = t.saturating_sub(a);
+        if took.saturating_mul(4) >= lease {
+            self.tell(
+                t,
+                format!(
+                    "{p} fences its shards {:.1} s after taking the claim ({}% of its {} s lease): a fence waits for any write still open on its shard",
+                    took as f64 / 1000.0,
+                    took.saturating_mul(100) / lease,
+                    lease as f64 / 1000.0
+                ),
+            );
+        }
+    }
+
+    /// Renewals: sent, answered, unreachable, lost, given up.
+    fn renewal(&mut self, e: &Event) -> bool {
+        let (t, p) = (e.t, e.p);
+        match (e.op.kind, e.s("reason").as_str()) {
+            (OpType::Invoke, _) => {
                 self.renew_sent.insert(p.into(), t);
             }
-            (OpType::Ok, "renew") => {
+            (OpType::Ok, _) => {
                 self.last_renew.insert(p.into(), t);
                 self.unreachable.remove(p);
             }
-            (OpType::Fail, "renew") if s("reason") == "unreachable" => {
+            (OpType::Fail, "unreachable") => {
                 if self.unreachable.insert(p.into()) {
                     if let Some(&r) = self.last_renew.get(p) {
                         self.tell(r, format!("{p}: last renewal that got an answer"));
@@ -160,123 +210,145 @@ impl StoryFold {
                     self.tell(began, format!("{p} finishes turbine {copied} and cannot reach the routing db to renew; retrying"));
                 }
             }
-            (OpType::Fail, "renew") if s("reason") == "lost" => self.tell(
+            (OpType::Fail, "lost") => self.tell(
                 t,
                 format!(
                     "{p}: renewal shows the claim is lost (holder {})",
-                    or_unknown(&s("holder"))
+                    or_unknown(&e.s("holder"))
                 ),
             ),
-            (OpType::Info, "renew") if s("reason") == "carry-on" => {
+            (OpType::Info, "carry-on") => {
                 self.tell(t, format!("{p} gives up renewing and carries on"))
             }
-            (OpType::Info, "lost") => self.tell(
+            _ => return false,
+        }
+        true
+    }
+
+    /// Copies and deletes: counted per box, and told of a turbine if it turns out lost
+    /// (a tidy-up always).
+    fn shard_work(&mut self, e: &Event) -> bool {
+        let (t, p) = (e.t, e.p);
+        let turbine = e.s("turbine");
+        match (e.op.kind, &*e.op.f) {
+            (OpType::Ok, "copy") => {
+                *self.copies.entry(p.into()).or_default() += 1;
+                self.tell_if_lost(&turbine, t, format!("{p} has copied {turbine}"));
+            }
+            (OpType::Invoke, "delete") if e.s("why") == "tidy-up" => self.tell(
                 t,
-                format!("{p} learns it lost the claim (token {})", s("token")),
-            ),
-            (OpType::Invoke, "delete") if s("why") == "tidy-up" => self.tell(
-                t,
-                format!(
-                    "{p} tidies up: deletes {} from {}",
-                    s("turbine"),
-                    s("shard")
-                ),
+                format!("{p} tidies up: deletes {turbine} from {}", e.s("shard")),
             ),
             (OpType::Invoke, "copy") => {
-                let turbine = s("turbine");
                 let line = format!(
                     "{p} starts copying {turbine} ({} -> {})",
-                    s("from"),
-                    s("to")
+                    e.s("from"),
+                    e.s("to")
                 );
                 self.tell_if_lost(&turbine, t, line);
             }
             (OpType::Invoke, "delete") => {
-                let turbine = s("turbine");
-                let why = s("why");
-                let why = if why.is_empty() {
-                    String::new()
-                } else {
-                    format!(" ({why})")
-                };
-                let line = format!("{p} deletes {turbine} from {}{why}", s("shard"));
+                let why = wrapped(" (", e.s("why"), ")");
+                let line = format!("{p} deletes {turbine} from {}{why}", e.s("shard"));
                 self.tell_if_lost(&turbine, t, line);
             }
-            (OpType::Fail, _) if s("reason") == "fenced" => {
-                let has = s("shard_token");
-                let has = if has.is_empty() {
-                    String::new()
-                } else {
-                    format!(" (shard has {has})")
-                };
-                let token = s("token");
-                let token = if token.is_empty() {
-                    String::new()
-                } else {
-                    format!(" with token {token}")
-                };
-                let shard = s("shard");
-                let shard = if shard.is_empty() {
-                    "a shard".to_string()
-                } else {
-                    shard
-                };
-                self.tell(t, format!("{shard} refuses {p}'s {}{token}{has}", op.f))
-            }
-            // A mover that exits on its own with a failure, and the supervisor's restart.
-            (OpType::Info, "exit") if !matches!(s("code").as_str(), "0" | "" | "null") => {
-                self.tell(t, format!("{p} exits with code {}", s("code")))
+            _ => return false,
+        }
+        true
+    }
+
+    /// A write a shard's fence refused, whatever its `f`.
+    fn refusal(&mut self, e: &Event) -> bool {
+        if e.op.kind != OpType::Fail || e.s("reason") != "fenced" {
+            return false;
+        }
+        let has = wrapped(" (shard has ", e.s("shard_token"), ")");
+        let token = wrapped(" with token ", e.s("token"), "");
+        let shard = e.s("shard");
+        let shard = if shard.is_empty() {
+            "a shard".to_string()
+        } else {
+            shard
+        };
+        let p = e.p;
+        self.tell(e.t, format!("{shard} refuses {p}'s {}{token}{has}", e.op.f));
+        true
+    }
+
+    /// A mover that exits on its own with a failure, and the supervisor's restart.
+    fn supervision(&mut self, e: &Event) -> bool {
+        let (t, p) = (e.t, e.p);
+        match (e.op.kind, &*e.op.f) {
+            (OpType::Info, "exit") if !matches!(e.s("code").as_str(), "0" | "" | "null") => {
+                self.tell(t, format!("{p} exits with code {}", e.s("code")))
             }
             // `after_exit` is the exit code, or null for a signal the nemesis did not send.
             (OpType::Ok, "restart") if p == "harness" => {
-                let why = match s("after_exit").as_str() {
+                let why = match e.s("after_exit").as_str() {
                     "" | "null" => "it had died of a signal".to_string(),
                     code => format!("it had exited with code {code}"),
                 };
-                self.tell(t, format!("harness restarts {} ({why})", s("target")))
+                self.tell(t, format!("harness restarts {} ({why})", e.s("target")))
             }
-            // A triggered fault: the moment it was waiting for came (or never did).
-            (OpType::Info, "trigger") if p == "nemesis" => {
-                let when = s("when");
-                let by = s("by");
-                let moment = match (when.is_empty(), by.is_empty()) {
-                    (false, false) => format!("{when} ({by})"),
-                    (false, true) => when,
-                    _ => "its moment".to_string(),
-                };
-                let target = s("target");
-                // Still a role (`holder`, `previous-holder->shard1`): nobody held it then.
-                let role = target.split("->").next().unwrap_or("").trim();
-                let to = if chaos_nemesis::ROLES.contains(&role) {
-                    format!("but no box is the {role}: nothing lands on {target}")
-                } else {
-                    format!("it sets off the fault on {target}")
-                };
-                self.tell(t, format!("trigger: {moment} comes; {to}"))
+            _ => return false,
+        }
+        true
+    }
+
+    /// A triggered fault: the moment it was waiting for came (or never did).
+    fn trigger(&mut self, e: &Event) -> bool {
+        if e.op.kind != OpType::Info || e.p != "nemesis" {
+            return false;
+        }
+        let when = e.s("when");
+        if e.op.f == "trigger-unfired" {
+            let what = if when.is_empty() {
+                "a trigger".to_string()
+            } else {
+                format!("the trigger on {when}")
+            };
+            self.tell(e.t, format!("{what} never fired"));
+            return true;
+        }
+        let by = e.s("by");
+        let moment = match (when.is_empty(), by.is_empty()) {
+            (false, false) => format!("{when} ({by})"),
+            (false, true) => when,
+            _ => "its moment".to_string(),
+        };
+        let target = e.s("target");
+        // Still a role (`holder`, `previous-holder->shard1`): nobody held it then.
+        let role = target.split("->").next().unwrap_or("").trim();
+        let to = if chaos_nemesis::ROLES.contains(&role) {
+            format!("but no box is the {role}: nothing lands on {target}")
+        } else {
+            format!("it sets off the fault on {target}")
+        };
+        self.tell(e.t, format!("trigger: {moment} comes; {to}"));
+        true
+    }
+
+    /// A fault: its effect begins when it is invoked (a stopping server refuses at
+    /// once); a start counts from when the node accepts connections (it is issued
+    /// early); an `info` is a fault that did not take.
+    fn fault(&mut self, e: &Event) {
+        if e.p != "nemesis" {
+            return;
+        }
+        let verb: &str = &e.op.f;
+        match e.op.kind {
+            OpType::Invoke if verb != "start" => {
+                self.tell(e.t, format!("nemesis: {verb} {}", e.s("target")))
             }
-            (OpType::Info, "trigger-unfired") if p == "nemesis" => {
-                let when = s("when");
-                let what = if when.is_empty() {
-                    "a trigger".to_string()
-                } else {
-                    format!("the trigger on {when}")
-                };
-                self.tell(t, format!("{what} never fired"))
+            OpType::Ok if verb == "start" => {
+                self.tell(e.t, format!("nemesis: {verb} {}", e.s("target")))
             }
-            (OpType::Ok, "done") => self.tell(t, format!("{p} finds the plan done and exits")),
-            // A fault's effect begins when it is invoked (a stopping server refuses at once).
-            // A start counts from when the node accepts connections (it is issued early).
-            (OpType::Invoke, verb) | (OpType::Ok, verb @ "start")
-                if p == "nemesis" && (verb == "start") == (op.kind == OpType::Ok) =>
-            {
-                self.tell(t, format!("nemesis: {verb} {}", s("target")));
-            }
-            (OpType::Info, verb) if p == "nemesis" => self.tell(
-                t,
+            OpType::Info => self.tell(
+                e.t,
                 format!(
                     "nemesis: {verb} {} did NOT take: {}",
-                    s("target"),
-                    s("error")
+                    e.s("target"),
+                    e.s("error")
                 ),
             ),
             _ => {}
@@ -320,6 +392,15 @@ fn scenario_ms(clock: &ScenarioClock, run_ns: i64) -> i64 {
     let scale = clock.real_ns_per_scenario_s.max(1) as i128;
     let ms = clock.start_scenario_ms as i128 + run_ns as i128 * 1000 / scale;
     ms.clamp(i64::MIN as i128, i64::MAX as i128) as i64
+}
+
+/// `v` between `before` and `after`, or nothing when `v` is empty.
+fn wrapped(before: &str, v: String, after: &str) -> String {
+    if v.is_empty() {
+        v
+    } else {
+        format!("{before}{v}{after}")
+    }
 }
 
 fn or_unknown(s: &str) -> &str {

@@ -9,6 +9,12 @@ const LEFT: f64 = 70.0;
 const RIGHT: f64 = 80.0;
 const TOP: f64 = 50.0;
 const BOTTOM: f64 = 80.0;
+const PLOT_H: f64 = H - TOP - BOTTOM;
+/// The plot's corners: left, right, top and bottom of the plotting area.
+const X0: f64 = LEFT;
+const X1: f64 = W - RIGHT;
+const Y0: f64 = TOP;
+const Y1: f64 = H - BOTTOM;
 
 fn esc(s: &str) -> String {
     s.replace('&', "&amp;")
@@ -38,32 +44,61 @@ fn label_s(s: f64) -> String {
     }
 }
 
+/// Where a lease and a figure land on the plot: a log lease axis and a linear axis per figure.
+struct Scale {
+    /// The leases plotted, ascending, each once.
+    leases: Vec<f64>,
+    /// The log lease axis's ends.
+    lo_l: f64,
+    hi_l: f64,
+    /// The false-expiry axis's top (left) and the vacancy axis's (right).
+    fe_top: f64,
+    vac_top: f64,
+}
+
+impl Scale {
+    fn of(rows: &[Row], p999_s: f64) -> Scale {
+        let mut leases: Vec<f64> = rows.iter().map(|r| r.lease_s).collect();
+        leases.sort_by(|a, b| a.total_cmp(b));
+        leases.dedup();
+        let lo = leases.first().copied().unwrap_or(1.0).min(if p999_s > 0.0 {
+            p999_s
+        } else {
+            f64::MAX
+        }) / 1.4;
+        let hi = leases.last().copied().unwrap_or(10.0) * 1.4;
+        let (lo_l, hi_l) = (lo.max(1e-3).ln(), hi.max(lo * 2.0).ln());
+        let fe_top = nice_top(
+            rows.iter()
+                .map(|r| r.false_expiries as f64)
+                .fold(1.0, f64::max),
+        );
+        let vac_top = nice_top(rows.iter().map(|r| r.vacancy_total_s).fold(1.0, f64::max));
+        Scale {
+            leases,
+            lo_l,
+            hi_l,
+            fe_top,
+            vac_top,
+        }
+    }
+
+    fn x(&self, s: f64) -> f64 {
+        LEFT + (s.max(1e-3).ln() - self.lo_l) / (self.hi_l - self.lo_l) * (W - LEFT - RIGHT)
+    }
+
+    fn y_fe(&self, v: f64) -> f64 {
+        TOP + PLOT_H * (1.0 - v / self.fe_top)
+    }
+
+    fn y_vac(&self, v: f64) -> f64 {
+        TOP + PLOT_H * (1.0 - v / self.vac_top)
+    }
+}
+
 /// The plot for `rows` (any order), titled with the scenario; `p999_ms` is the sweep's measured renewal p99.9.
 pub fn plot(rows: &[Row], scenario: &str, p999_ms: f64) -> String {
-    let mut leases: Vec<f64> = rows.iter().map(|r| r.lease_s).collect();
-    leases.sort_by(|a, b| a.total_cmp(b));
-    leases.dedup();
-    let p999_s = p999_ms / 1000.0;
-    let lo =
-        leases
-            .first()
-            .copied()
-            .unwrap_or(1.0)
-            .min(if p999_s > 0.0 { p999_s } else { f64::MAX })
-            / 1.4;
-    let hi = leases.last().copied().unwrap_or(10.0) * 1.4;
-    let (lo_l, hi_l) = (lo.max(1e-3).ln(), hi.max(lo * 2.0).ln());
-    let x = |s: f64| LEFT + (s.max(1e-3).ln() - lo_l) / (hi_l - lo_l) * (W - LEFT - RIGHT);
-    let fe_top = nice_top(
-        rows.iter()
-            .map(|r| r.false_expiries as f64)
-            .fold(1.0, f64::max),
-    );
-    let vac_top = nice_top(rows.iter().map(|r| r.vacancy_total_s).fold(1.0, f64::max));
-    let plot_h = H - TOP - BOTTOM;
-    let y_fe = |v: f64| TOP + plot_h * (1.0 - v / fe_top);
-    let y_vac = |v: f64| TOP + plot_h * (1.0 - v / vac_top);
-
+    let scale = Scale::of(rows, p999_ms / 1000.0);
     let mut s = String::new();
     let _ = write!(
         s,
@@ -76,8 +111,22 @@ pub fn plot(rows: &[Row], scenario: &str, p999_ms: f64) -> String {
         W / 2.0,
         esc(scenario)
     );
-    // Axes and grid.
-    let (x0, x1, y0, y1) = (LEFT, W - RIGHT, TOP, H - BOTTOM);
+    axes(&mut s, &scale);
+    p999_line(&mut s, &scale, p999_ms);
+    // One series per fencing setting and figure.
+    let mut fencings: Vec<String> = rows.iter().map(|r| r.fencing.clone()).collect();
+    fencings.sort();
+    fencings.dedup();
+    for (fi, fencing) in fencings.iter().enumerate() {
+        series(&mut s, &scale, rows, fi, fencing);
+    }
+    s.push_str("</svg>\n");
+    s
+}
+
+/// The axes, the grid with both figures' labels, a tick per lease, and the axis titles.
+fn axes(s: &mut String, scale: &Scale) {
+    let (x0, x1, y0, y1) = (X0, X1, Y0, Y1);
     let _ = writeln!(
         s,
         r##"<line x1="{x0}" y1="{y1}" x2="{x1}" y2="{y1}" stroke="black"/>"##
@@ -92,20 +141,20 @@ pub fn plot(rows: &[Row], scenario: &str, p999_ms: f64) -> String {
     );
     for k in 0..=4 {
         let f = k as f64 / 4.0;
-        let y = y1 - f * plot_h;
+        let y = y1 - f * PLOT_H;
         let _ = writeln!(
             s,
             r##"<line x1="{x0}" y1="{y}" x2="{x1}" y2="{y}" stroke="#eee"/><text x="{}" y="{}" text-anchor="end" fill="#c0392b">{}</text><text x="{}" y="{}" fill="#2471a3">{}</text>"##,
             x0 - 6.0,
             y + 4.0,
-            format_num(fe_top * f),
+            format_num(scale.fe_top * f),
             x1 + 6.0,
             y + 4.0,
-            format_num(vac_top * f)
+            format_num(scale.vac_top * f)
         );
     }
-    for &l in &leases {
-        let xl = x(l);
+    for &l in &scale.leases {
+        let xl = scale.x(l);
         let _ = writeln!(
             s,
             r##"<line x1="{xl}" y1="{y1}" x2="{xl}" y2="{}" stroke="black"/><text x="{xl}" y="{}" text-anchor="middle">{}</text>"##,
@@ -131,74 +180,75 @@ pub fn plot(rows: &[Row], scenario: &str, p999_ms: f64) -> String {
         W - 18.0,
         (y0 + y1) / 2.0
     );
+}
+
+/// The measured renewal p99.9 as a dashed line, when there is one.
+fn p999_line(s: &mut String, scale: &Scale, p999_ms: f64) {
+    let p999_s = p999_ms / 1000.0;
     if p999_s > 0.0 {
-        let xp = x(p999_s);
+        let xp = scale.x(p999_s);
         let _ = writeln!(
             s,
-            r##"<line x1="{xp}" y1="{y0}" x2="{xp}" y2="{y1}" stroke="#555" stroke-dasharray="4 4"/><text x="{}" y="{}" fill="#555">measured renewal p99.9 {:.0} ms</text>"##,
+            r##"<line x1="{xp}" y1="{Y0}" x2="{xp}" y2="{Y1}" stroke="#555" stroke-dasharray="4 4"/><text x="{}" y="{}" fill="#555">measured renewal p99.9 {:.0} ms</text>"##,
             xp + 4.0,
-            y0 + 12.0,
+            Y0 + 12.0,
             p999_ms
         );
     }
-    // One series per fencing setting and figure.
-    let mut fencings: Vec<String> = rows.iter().map(|r| r.fencing.clone()).collect();
-    fencings.sort();
-    fencings.dedup();
-    for (fi, fencing) in fencings.iter().enumerate() {
-        // One legend row per fencing setting, under the axis title.
-        let legend_y = y1 + 54.0 + 16.0 * fi as f64;
-        let mut legend_x = LEFT;
-        let mut mine: Vec<&Row> = rows.iter().filter(|r| &r.fencing == fencing).collect();
-        mine.sort_by(|a, b| a.lease_s.total_cmp(&b.lease_s));
-        let dash = if fi == 0 {
-            ""
-        } else {
-            r#" stroke-dasharray="6 3""#
-        };
-        for (name, color, y, value) in [
-            (
-                "false expiries",
-                "#c0392b",
-                &y_fe as &dyn Fn(f64) -> f64,
-                (|r: &Row| r.false_expiries as f64) as fn(&Row) -> f64,
-            ),
-            ("vacancy s/run", "#2471a3", &y_vac, |r: &Row| {
-                r.vacancy_total_s
-            }),
-        ] {
-            let pts: Vec<String> = mine
-                .iter()
-                .map(|r| format!("{:.1},{:.1}", x(r.lease_s), y(value(r))))
-                .collect();
+}
+
+/// The `fi`th fencing setting's two series (false expiries and vacancy): a line, a
+/// point per lease with its figure, and their legend row under the axis title.
+fn series(s: &mut String, scale: &Scale, rows: &[Row], fi: usize, fencing: &str) {
+    let legend_y = Y1 + 54.0 + 16.0 * fi as f64;
+    let mut legend_x = LEFT;
+    let mut mine: Vec<&Row> = rows.iter().filter(|r| r.fencing == fencing).collect();
+    mine.sort_by(|a, b| a.lease_s.total_cmp(&b.lease_s));
+    let dash = if fi == 0 {
+        ""
+    } else {
+        r#" stroke-dasharray="6 3""#
+    };
+    for (name, color, y, value) in [
+        (
+            "false expiries",
+            "#c0392b",
+            Scale::y_fe as fn(&Scale, f64) -> f64,
+            (|r: &Row| r.false_expiries as f64) as fn(&Row) -> f64,
+        ),
+        ("vacancy s/run", "#2471a3", Scale::y_vac, |r: &Row| {
+            r.vacancy_total_s
+        }),
+    ] {
+        let pts: Vec<String> = mine
+            .iter()
+            .map(|r| format!("{:.1},{:.1}", scale.x(r.lease_s), y(scale, value(r))))
+            .collect();
+        let _ = writeln!(
+            s,
+            r##"<polyline points="{}" fill="none" stroke="{color}" stroke-width="2"{dash}/>"##,
+            pts.join(" ")
+        );
+        for r in &mine {
             let _ = writeln!(
                 s,
-                r##"<polyline points="{}" fill="none" stroke="{color}" stroke-width="2"{dash}/>"##,
-                pts.join(" ")
+                r##"<circle cx="{:.1}" cy="{:.1}" r="4" fill="{color}"><title>{} fencing {fencing}: {name} {}</title></circle>"##,
+                scale.x(r.lease_s),
+                y(scale, value(r)),
+                label_s(r.lease_s),
+                format_num(value(r))
             );
-            for r in &mine {
-                let _ = writeln!(
-                    s,
-                    r##"<circle cx="{:.1}" cy="{:.1}" r="4" fill="{color}"><title>{} fencing {fencing}: {name} {}</title></circle>"##,
-                    x(r.lease_s),
-                    y(value(r)),
-                    label_s(r.lease_s),
-                    format_num(value(r))
-                );
-            }
-            let _ = writeln!(
-                s,
-                r##"<line x1="{legend_x}" y1="{}" x2="{}" y2="{}" stroke="{color}" stroke-width="2"{dash}/><text x="{}" y="{legend_y}">{name} (fencing {fencing})</text>"##,
-                legend_y - 4.0,
-                legend_x + 24.0,
-                legend_y - 4.0,
-                legend_x + 30.0
-            );
-            legend_x += 220.0;
         }
+        let _ = writeln!(
+            s,
+            r##"<line x1="{legend_x}" y1="{}" x2="{}" y2="{}" stroke="{color}" stroke-width="2"{dash}/><text x="{}" y="{legend_y}">{name} (fencing {fencing})</text>"##,
+            legend_y - 4.0,
+            legend_x + 24.0,
+            legend_y - 4.0,
+            legend_x + 30.0
+        );
+        legend_x += 220.0;
     }
-    s.push_str("</svg>\n");
-    s
 }
 
 fn format_num(v: f64) -> String {
