@@ -12,30 +12,15 @@ use crate::results;
 use chaos_checkers::Verdict;
 use chaos_history::{Audit, FinalState, RunMeta};
 use std::path::Path;
-use std::sync::atomic::{AtomicBool, Ordering};
 
+mod cancel;
 mod killed;
 mod scan;
 mod stream;
 
+use cancel::cancelled;
+pub use cancel::{cancel, Interrupted};
 pub use stream::{FileEvents, Streamed};
-
-/// Set when the user interrupts: a check in progress stops at its next chunk.
-static CANCEL: AtomicBool = AtomicBool::new(false);
-
-/// Stop any check in progress (Ctrl-C, SIGTERM): it returns [`Interrupted`] promptly.
-pub fn cancel() {
-    CANCEL.store(true, Ordering::SeqCst);
-}
-
-fn cancelled() -> bool {
-    CANCEL.load(Ordering::Relaxed)
-}
-
-/// The error of a check stopped by [`cancel`].
-#[derive(Debug, thiserror::Error)]
-#[error("interrupted")]
-pub struct Interrupted;
 
 fn interrupted() -> anyhow::Result<()> {
     if cancelled() {

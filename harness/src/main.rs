@@ -106,7 +106,9 @@ fn run_options(a: &RunArgs) -> anyhow::Result<run::RunOptions> {
             eprintln!("chaos: replaying {}", dir.display());
             stored
         }
-        None => a.sut.options(a.scenario.as_deref().unwrap_or_default(), a.seed),
+        None => a
+            .sut
+            .options(a.scenario.as_deref().unwrap_or_default(), a.seed),
     };
     opts.results = a.results.clone();
     opts.quiet = a.quiet;
@@ -119,7 +121,10 @@ async fn main_inner(cli: Cli) -> anyhow::Result<u8> {
             let opts = run_options(&a)?;
             let outcome = run::run(&opts).await?;
             let code = run::exit_code(outcome.verdict.valid, a.expect.map(Into::into));
-            let name = opts.prepared.as_ref().map_or(opts.scenario.as_str(), |s| s.file.name.as_str());
+            let name = opts
+                .prepared
+                .as_ref()
+                .map_or(opts.scenario.as_str(), |s| s.file.name.as_str());
             println!(
                 "{name}: {:?} (exit {code}) {}",
                 outcome.verdict.valid,

@@ -103,3 +103,10 @@ impl Progress {
         line
     }
 }
+
+/// A progress line on stderr, unless quiet.
+pub fn say(quiet: bool, line: &str) {
+    if !quiet {
+        eprintln!("{line}");
+    }
+}

@@ -29,7 +29,8 @@ mod measure;
 mod plan;
 mod profile;
 
-pub use plan::{parse_duration_s, plan, Plan, SweepArgs, DEFINITIONS, OWN_FENCING};
+pub use crate::values::parse_duration_s;
+pub use plan::{plan, Plan, SweepArgs, DEFINITIONS, OWN_FENCING};
 
 use crate::results;
 use crate::run::{self, RunOptions};

@@ -1,7 +1,29 @@
 //! What a person types for a duration or a number on the command line, checked once with a
 //! message that says what to type instead (clap's value parsers; `main.rs` prints the first line).
 
-use crate::sweep::parse_duration_s;
+/// `60s`, `5s`, `1m`, `500ms`, `2` (seconds) -> seconds; above zero.
+pub fn parse_duration_s(text: &str) -> Result<f64, String> {
+    let t = text.trim();
+    let (num, mult) = if let Some(n) = t.strip_suffix("ms") {
+        (n, 0.001)
+    } else if let Some(n) = t.strip_suffix('s') {
+        (n, 1.0)
+    } else if let Some(n) = t.strip_suffix('m') {
+        (n, 60.0)
+    } else if let Some(n) = t.strip_suffix('h') {
+        (n, 3600.0)
+    } else {
+        (t, 1.0)
+    };
+    let v: f64 = num
+        .trim()
+        .parse()
+        .map_err(|_| format!("'{text}' is not a duration like 60s, 500ms or 1m"))?;
+    if !(v > 0.0 && v.is_finite()) {
+        return Err(format!("'{text}' must be above zero"));
+    }
+    Ok(v * mult)
+}
 
 /// `--lease`: a positive duration in scenario time, at most a day.
 pub fn lease_s(text: &str) -> Result<f64, String> {

@@ -11,7 +11,9 @@ use tokio::io::AsyncRead;
 pub use crate::pg::StopMode;
 
 /// Which backend a run uses.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, clap::ValueEnum, serde::Serialize, serde::Deserialize)]
+#[derive(
+    Debug, Clone, Copy, PartialEq, Eq, clap::ValueEnum, serde::Serialize, serde::Deserialize,
+)]
 #[serde(rename_all = "lowercase")]
 pub enum BackendKind {
     /// Local Postgres binaries and child processes (default).

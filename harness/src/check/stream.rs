@@ -92,12 +92,12 @@ pub(crate) fn read_in(
     let (fold, digest, story) = match consumed {
         Ok(c) => c,
         Err(Stop::Bad(line)) => anyhow::bail!(line),
-        Err(Stop::Interrupted) => return Err(super::Interrupted.into()),
+        Err(Stop::Interrupted) => return Err(super::cancel::Interrupted.into()),
     };
     let torn_tail = match read {
         Ok(torn) => torn,
         Err(Stop::Bad(line)) => anyhow::bail!(line),
-        Err(Stop::Interrupted) => return Err(super::Interrupted.into()),
+        Err(Stop::Interrupted) => return Err(super::cancel::Interrupted.into()),
     };
     Ok(Streamed {
         fold,
@@ -131,7 +131,7 @@ fn reader(
     // line can only be the last one), and blank chunks join the one before.
     let mut pending: Option<Vec<u8>> = None;
     let mut send = |mut bytes: Vec<u8>, last: bool| -> Result<bool, Stop> {
-        if super::cancelled() {
+        if super::cancel::cancelled() {
             return Err(Stop::Interrupted);
         }
         let torn = last && cut_torn_tail(&mut bytes);
@@ -147,7 +147,7 @@ fn reader(
         Ok(torn)
     };
     loop {
-        if super::cancelled() {
+        if super::cancel::cancelled() {
             return Err(Stop::Interrupted);
         }
         let mut bytes = free.try_recv().unwrap_or_default();
@@ -367,7 +367,7 @@ fn decoder(
     // The lists seen last first: a shard's batches repeat its list.
     let mut lists: Vec<Known> = Vec::new();
     for chunk in chunks {
-        if super::cancelled() {
+        if super::cancel::cancelled() {
             return;
         }
         let mut batch = match spent.try_recv() {
@@ -570,7 +570,7 @@ fn consume(
         let Ok(batch) = from.recv() else {
             break;
         };
-        if super::cancelled() {
+        if super::cancel::cancelled() {
             return Err(Stop::Interrupted);
         }
         for rec in &batch.recs {

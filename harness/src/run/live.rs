@@ -1,12 +1,11 @@
 //! A run while it runs: the scenario clock started on ready movers, the nemesis, the triggers and the ingest going, the wait for its end, then every fault healed and everything stopped before the final reads.
 
-use super::START_LEAD;
 use crate::audit;
 use crate::backend::{Cluster, MoverSpec};
 use crate::faults::Nemesis;
 use crate::links::Links;
 use crate::movers::{Movers, Supervisor};
-use crate::progress::Progress;
+use crate::progress::{say, Progress};
 use crate::scenario::Scenario;
 use crate::testbed::LinkUrls;
 use crate::triggers::Watch;
@@ -17,6 +16,10 @@ use std::path::Path;
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::Arc;
 use std::time::{Duration, Instant, SystemTime, UNIX_EPOCH};
+
+/// How far ahead the scenario clock is set when the movers are ready: the faults due at the
+/// start (their proxy reads done in the meantime) land at it, and the movers go right after.
+const START_LEAD: Duration = Duration::from_millis(40);
 
 /// A history larger than this is cut (and the run marked incomplete): a limit on everything.
 pub const HISTORY_LIMIT: u64 = 50_000_000;
@@ -164,12 +167,12 @@ impl Live {
                 );
             }
             if last_print.elapsed() >= Duration::from_secs(2) {
-                super::say(quiet, &self.progress.line(now_ms));
+                say(quiet, &self.progress.line(now_ms));
                 last_print = Instant::now();
             }
         };
         let scenario_ms = self.history.now_scenario_ms();
-        super::say(
+        say(
             quiet,
             &format!(
                 "{}\nchaos: the run ends at {}: {reason}",

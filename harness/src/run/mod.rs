@@ -6,63 +6,23 @@
 pub mod boxes;
 mod judge;
 mod live;
+mod options;
 mod sut;
 
+pub use options::{RunOptions, RunOutcome, Timings};
 pub use sut::SutArgs;
 
 use crate::backend::BackendKind;
 use crate::faults::clock;
+use crate::progress::say;
 use crate::results::{self, RunDir};
 use crate::scenario::{self, Scenario};
 use crate::testbed::{farm, BedOptions, Testbed};
-use chaos_checkers::{Validity, Verdict};
+use chaos_checkers::Validity;
 use live::Live;
 use serde_json::json;
-use std::path::PathBuf;
 use std::sync::Arc;
-use std::time::{Duration, Instant};
-
-/// How far ahead the scenario clock is set when the movers are ready (see `Live::start`).
-const START_LEAD: Duration = Duration::from_millis(40);
-
-/// What `chaos run` was asked, after parsing; overrides win over the scenario file.
-#[derive(Debug, Clone, Default)]
-pub struct RunOptions {
-    pub scenario: String,
-    pub fencing: Option<scenario::Fencing>,
-    pub on_renew_failure: Option<scenario::OnRenewFailure>,
-    pub on_lost: Option<scenario::OnLost>,
-    pub check_expiry_before_write: bool,
-    pub renew_on_thread: bool,
-    pub election: Option<scenario::Election>,
-    pub lease_s: Option<f64>,
-    pub seed: Option<u64>,
-    pub mover_cmd: Option<String>,
-    pub time_scale_ms: Option<f64>,
-    pub rows_per_turbine: Option<u32>,
-    pub strict_duplicates: bool,
-    pub toxiproxy: Option<String>,
-    pub results: PathBuf,
-    pub quiet: bool,
-    /// Faults added on top of the scenario's (the sweep's latency profile).
-    pub extra_faults: Vec<chaos_nemesis::Fault>,
-    /// Name for the results folder (default: the scenario's name).
-    pub label: Option<String>,
-    pub backend: Option<BackendKind>,
-    /// How a `--mover-cmd` says it is ready (overrides `[mover] ready`).
-    pub mover_ready: Option<scenario::Ready>,
-    /// The supervisor's restart policy (overrides `[mover] restart`).
-    pub restart: Option<scenario::Restart>,
-    /// A scenario already made (a replay, a shrink's candidate): run as it is, no overrides.
-    pub prepared: Option<Arc<Scenario>>,
-}
-
-/// What a finished run hands back.
-pub struct RunOutcome {
-    pub dir: PathBuf,
-    pub verdict: Verdict,
-    pub figures: serde_json::Value,
-}
+use std::time::Instant;
 
 /// Load the scenario and apply the overrides; every error names the file and field.
 pub fn resolve(opts: &RunOptions) -> anyhow::Result<Scenario> {
@@ -123,19 +83,6 @@ pub fn resolve(opts: &RunOptions) -> anyhow::Result<Scenario> {
         file.data.rows_per_turbine = v;
     }
     Ok(scenario::validate(file, &path, &opts.extra_faults)?)
-}
-
-pub(crate) fn say(quiet: bool, line: &str) {
-    if !quiet {
-        eprintln!("{line}");
-    }
-}
-
-/// Real seconds spent in each phase outside the scenario itself.
-pub struct Timings {
-    pub cluster_s: f64,
-    pub seed_s: f64,
-    pub final_s: f64,
 }
 
 /// Run a scenario end to end. Errors are the harness's own failures (exit 3).

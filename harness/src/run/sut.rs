@@ -1,6 +1,6 @@
 //! The flags that choose the system under test and how it runs, shared by `chaos run` and `chaos nightly`: the reference mover's switches or a team's `--mover-cmd`, the backend, the proxy, the scale.
 
-use super::RunOptions;
+use super::options::RunOptions;
 use crate::backend::BackendKind;
 use crate::scenario;
 use crate::values;

@@ -2,6 +2,7 @@
 
 use super::profile;
 use crate::run::{self, RunOptions};
+use crate::values::parse_duration_s;
 use std::path::PathBuf;
 use std::time::Duration;
 
@@ -108,30 +109,6 @@ pub struct Plan {
     pub profile: Option<profile::Profile>,
     pub budget: Duration,
     pub time_scale_ms: Option<f64>,
-}
-
-/// `60s`, `5s`, `1m`, `500ms`, `2` (seconds) -> seconds; above zero.
-pub fn parse_duration_s(text: &str) -> Result<f64, String> {
-    let t = text.trim();
-    let (num, mult) = if let Some(n) = t.strip_suffix("ms") {
-        (n, 0.001)
-    } else if let Some(n) = t.strip_suffix('s') {
-        (n, 1.0)
-    } else if let Some(n) = t.strip_suffix('m') {
-        (n, 60.0)
-    } else if let Some(n) = t.strip_suffix('h') {
-        (n, 3600.0)
-    } else {
-        (t, 1.0)
-    };
-    let v: f64 = num
-        .trim()
-        .parse()
-        .map_err(|_| format!("'{text}' is not a duration like 60s, 500ms or 1m"))?;
-    if !(v > 0.0 && v.is_finite()) {
-        return Err(format!("'{text}' must be above zero"));
-    }
-    Ok(v * mult)
 }
 
 /// Check every flag; the first bad one is the error, in one line.

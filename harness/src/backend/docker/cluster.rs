@@ -1,7 +1,8 @@
 //! The run's databases and proxy, each in a container on the run's network: start, stop and start a node again, and remove everything on every path.
 
-use super::movers::{LauncherInner, MoverShared};
-use super::*;
+use super::containers::*;
+use super::engine;
+use super::movers::{DockerLauncher, LauncherInner, MoverShared};
 
 /// One database container.
 pub(super) struct DbNode {

@@ -1,6 +1,7 @@
 //! Mover containers: started ahead of the clock and held at a gate, signalled (SIGSTOP, SIGCONT, SIGKILL or the cgroup freezer), followed, and removed.
 
-use super::*;
+use super::containers::*;
+use super::engine;
 
 /// Shared by every launcher of a cluster: container name serials, and movers started ahead of
 /// the scenario clock and held at a gate (`prepare_movers`).

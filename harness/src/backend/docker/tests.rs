@@ -1,4 +1,5 @@
 use super::cluster::proxy_answers;
+use super::containers::*;
 use super::*;
 
 #[test]
