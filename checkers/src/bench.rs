@@ -144,7 +144,7 @@ mod tests {
         let mut fold = HistoryFold::new(&syn.meta);
         fold.observe(&syn.batches[0]);
         let v = fold.finish(&syn.meta, Some(&syn.audit), Some(&syn.final_state));
-        let stats: crate::Stats = serde_json::from_value(v.stats).unwrap();
+        let stats = v.stats;
         // April's shape: ingest most of it, the boxes and the nemesis the rest, in time order.
         let mut syn = synthesize(60_000);
         let (mut last_ns, mut by_process) = (0, std::collections::BTreeMap::<String, u64>::new());

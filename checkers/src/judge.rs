@@ -84,7 +84,6 @@ fn judge(
         reasons.extend(judged.1);
     }
 
-    let stats = serde_json::to_value(&stats).expect("stats are plain data");
     Verdict::new(anomalies, reasons, stats)
 }
 

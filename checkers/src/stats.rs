@@ -7,8 +7,9 @@ use std::collections::BTreeMap;
 /// midnight (`*_scenario_ms`) with their `HH:MM:SS.s` twin (`*_time`);
 /// durations are scenario seconds (`*_s`). Fields that need the audit or the
 /// final state are zero/empty when that input was missing (the verdict says
-/// `unknown` then). Read it back with `serde_json::from_value::<Stats>`.
+/// `unknown` then). A field a stored verdict lacks reads as its default.
 #[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize)]
+#[serde(default)]
 pub struct Stats {
     /// History events folded (every line, invokes included).
     pub events: u64,

@@ -96,7 +96,7 @@ pub struct Verdict {
     /// Figures the report and the sweep read (vacancy total/max, seconds of
     /// writes after expiry per box, turbines moved, grants, ...).
     #[serde(default)]
-    pub stats: serde_json::Value,
+    pub stats: crate::Stats,
 }
 
 impl AnomalyClass {
@@ -147,11 +147,7 @@ impl Anomaly {
 impl Verdict {
     /// Invalid when any anomaly is an error, else unknown when there is a
     /// reason, else valid. Anomalies are listed in class order.
-    pub fn new(
-        mut anomalies: Vec<Anomaly>,
-        reasons: Vec<String>,
-        stats: serde_json::Value,
-    ) -> Verdict {
+    pub fn new(mut anomalies: Vec<Anomaly>, reasons: Vec<String>, stats: crate::Stats) -> Verdict {
         anomalies.sort_by_key(|a| a.class);
         let mut valid = if reasons.is_empty() {
             Validity::Valid

@@ -35,7 +35,6 @@ pub use plan::{plan, Plan, SweepArgs, DEFINITIONS, OWN_FENCING};
 use crate::results;
 use crate::run::{self, RunOptions};
 use crate::scenario::Scenario;
-use chaos_checkers::Stats;
 use chaos_history::RunMeta;
 use chaos_report::sweep::{svg, table};
 use serde_json::json;
@@ -180,9 +179,11 @@ async fn one_run(
     let measured = (|| -> anyhow::Result<measure::RunFigures> {
         let meta: RunMeta = results::read_json(&outcome.dir.join(chaos_history::RUN_META_FILE))?;
         let history = chaos_history::read_history(&outcome.dir.join(chaos_history::HISTORY_FILE))?;
-        let stats: Stats = serde_json::from_value(outcome.verdict.stats.clone())
-            .map_err(|e| anyhow::anyhow!("{}: verdict stats: {e}", outcome.dir.display()))?;
-        Ok(measure::measure(&history, &stats, &meta.clock))
+        Ok(measure::measure(
+            &history,
+            &outcome.verdict.stats,
+            &meta.clock,
+        ))
     })();
     match measured {
         Ok(f) => result.figures = Some(f),

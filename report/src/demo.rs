@@ -595,15 +595,15 @@ pub fn demo_input() -> DemoRun {
                 json!({"windows": [{"from": "22:25:10.0", "to": "22:25:44.0", "seconds": 34.0}]}),
             ),
         ],
-        stats: json!({
-            "turbines_planned": 133,
-            "turbines_moved": 132,
-            "grants": 2,
-            "vacancy_total_s": 34.0,
-            "vacancy_max_s": 34.0,
-            "writes_after_expiry_s": {"box-2": 71.5},
-            "rows_lost": ROWS_A_YEAR
-        }),
+        stats: chaos_checkers::Stats {
+            turbines_planned: 133,
+            turbines_moved: 132,
+            vacancy_total_s: 34.0,
+            vacancy_max_s: 34.0,
+            writes_after_expiry_s: BTreeMap::from([("box-2".to_string(), 71.5)]),
+            rows_lost: ROWS_A_YEAR as u64,
+            ..Default::default()
+        },
     };
     let extra = json!({
         "fault_landing_lag_real_us": {"p50": 310, "p99": 1240, "max": 1530},

@@ -300,7 +300,8 @@ fn figures(page: &mut String, input: &ReportInput, model: &Model) {
         );
     }
     page.push_str("</div>");
-    if let Some(stats) = input.verdict.stats.as_object().filter(|m| !m.is_empty()) {
+    let stats = serde_json::to_value(&input.verdict.stats).unwrap_or_default();
+    if let Some(stats) = stats.as_object().filter(|m| !m.is_empty()) {
         page.push_str("<details open><summary>checker stats</summary><table class=\"kv\">");
         for (k, v) in stats {
             let _ = write!(
@@ -311,12 +312,6 @@ fn figures(page: &mut String, input: &ReportInput, model: &Model) {
             );
         }
         page.push_str("</table></details>");
-    } else if !input.verdict.stats.is_null() && input.verdict.stats.as_object().is_none() {
-        let _ = write!(
-            page,
-            "<details><summary>checker stats</summary><pre>{}</pre></details>",
-            esc(&json_pretty_bounded(&input.verdict.stats, 8192))
-        );
     }
     page.push_str("</section>\n");
 }

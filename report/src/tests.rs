@@ -258,7 +258,10 @@ fn synthetic() -> (RunMeta, Vec<Op>, Audit, Verdict) {
                 json!(null),
             ),
         ],
-        stats: json!({"grants": 2}),
+        stats: chaos_checkers::Stats {
+            turbines_planned: 2,
+            ..Default::default()
+        },
     };
     (meta(120), h.0, audit, verdict)
 }
@@ -414,7 +417,7 @@ fn no_audit_and_empty_history_still_render() {
         valid: Validity::Unknown,
         reasons: vec!["shard2 unreadable".into()],
         anomalies: Vec::new(),
-        stats: Value::Null,
+        stats: Default::default(),
     };
     let page = render(&ReportInput {
         meta: &meta,
@@ -620,7 +623,7 @@ fn a_million_events_render_bounded_and_say_aggregated() {
             "AP-0003 lost",
             json!({"turbines": ["AP-0003"]}),
         )],
-        stats: Value::Null,
+        stats: Default::default(),
     };
     let began = Instant::now();
     let page = render(&ReportInput {
@@ -673,7 +676,7 @@ fn valid() -> Verdict {
         valid: Validity::Valid,
         reasons: Vec::new(),
         anomalies: Vec::new(),
-        stats: Value::Null,
+        stats: Default::default(),
     }
 }
 
