@@ -9,6 +9,7 @@ pub mod db;
 pub mod faults;
 pub mod links;
 pub mod movers;
+pub mod nightly;
 pub mod pg;
 pub mod procs;
 pub mod progress;
@@ -16,9 +17,27 @@ pub mod results;
 pub mod run;
 pub mod scenario;
 pub mod setup;
+pub mod shrink;
 pub mod sweep;
 pub mod testbed;
 pub mod triggers;
 pub mod up;
 pub mod values;
 pub mod wire;
+
+/// An error and its causes on one line, each cause once. Each level should say only what
+/// it adds (an error that prints its cause does not also chain it); where one still quotes
+/// its cause, the cause is not printed again.
+pub fn one_line(e: &anyhow::Error) -> String {
+    let mut line = String::new();
+    for cause in e.chain().map(|c| c.to_string()) {
+        if line.contains(cause.as_str()) {
+            continue;
+        }
+        if !line.is_empty() {
+            line.push_str(": ");
+        }
+        line.push_str(&cause);
+    }
+    line.replace('\n', " ")
+}

@@ -1,8 +1,7 @@
 //! `chaos`: the command line. Flags are parsed once into validated options; exit codes 0 valid, 1 invalid, 2 unknown, 3 the harness failed.
 
-use chaos_checkers::Validity;
-use chaos_harness::{bench, check, run, scenario, up, values};
-use clap::{Parser, Subcommand, ValueEnum};
+use chaos_harness::{bench, check, nightly, run, scenario, shrink, up, values};
+use clap::{Parser, Subcommand};
 use std::path::PathBuf;
 use std::process::ExitCode;
 
@@ -15,23 +14,6 @@ use std::process::ExitCode;
 struct Cli {
     #[command(subcommand)]
     command: Command,
-}
-
-#[derive(Clone, Copy, ValueEnum, PartialEq, Eq, Debug)]
-enum Expect {
-    Valid,
-    Invalid,
-    Unknown,
-}
-
-impl From<Expect> for Validity {
-    fn from(e: Expect) -> Validity {
-        match e {
-            Expect::Valid => Validity::Valid,
-            Expect::Invalid => Validity::Invalid,
-            Expect::Unknown => Validity::Unknown,
-        }
-    }
 }
 
 #[derive(clap::Args, Debug, Clone)]
@@ -50,7 +32,7 @@ struct RunArgs {
     sut: run::SutArgs,
     /// Exit 0 when the verdict is this one, 1 when it is not.
     #[arg(long, value_enum)]
-    expect: Option<Expect>,
+    expect: Option<values::Expect>,
     /// Where run directories go.
     #[arg(long, default_value = "results")]
     results: PathBuf,
@@ -69,7 +51,7 @@ enum Command {
         dir: PathBuf,
         /// Exit 0 when the verdict is this one, 1 when it is not.
         #[arg(long, value_enum)]
-        expect: Option<Expect>,
+        expect: Option<values::Expect>,
         /// Duplicated rows make the run invalid (default: as the run was judged, see its run.json); `--strict-duplicates false` reports them as cleanup work.
         #[arg(long, num_args = 0..=1, default_missing_value = "true", value_name = "BOOL")]
         strict_duplicates: Option<bool>,
@@ -77,6 +59,10 @@ enum Command {
         #[arg(long, short)]
         quiet: bool,
     },
+    /// A CI campaign: the listed scenarios and seeded generated schedules within a budget, with junit.xml, replay commands and slices for a CI matrix (`chaos nightly merge` joins them).
+    Nightly(nightly::NightlyArgs),
+    /// Cut a failing run's schedule down to the smallest one that still fails the same way.
+    Shrink(shrink::ShrinkArgs),
     /// Run a scenario for several lease durations and tabulate false expiries, vacancy and loss.
     Sweep(bench::SweepArgs),
     /// Start a cluster (routing + shards + proxies) for manual poking; prints connection strings, runs until Ctrl-C or `chaos down`.
@@ -163,6 +149,8 @@ async fn main_inner(cli: Cli) -> anyhow::Result<u8> {
             );
             Ok(code)
         }
+        Command::Nightly(a) => nightly::nightly(a).await,
+        Command::Shrink(a) => shrink::shrink(a).await,
         Command::Sweep(a) => bench::sweep(a).await,
         Command::Up(a) => up::up(a).await,
         Command::Down(a) => up::down(a).await,
@@ -232,7 +220,7 @@ async fn main() -> ExitCode {
     match result {
         Ok(code) => ExitCode::from(code),
         Err(e) => {
-            eprintln!("chaos: error: {}", one_line(&e));
+            eprintln!("chaos: error: {}", chaos_harness::one_line(&e));
             if checking.is_some() {
                 // An interrupted check stops at its next chunk, but nothing of it needs
                 // waiting for: report.html is written whole or not at all.
@@ -241,23 +229,6 @@ async fn main() -> ExitCode {
             ExitCode::from(3)
         }
     }
-}
-
-/// An error and its causes on one line, each cause once. Each level should say only what
-/// it adds (an error that prints its cause does not also chain it); where one still quotes
-/// its cause, the cause is not printed again.
-fn one_line(e: &anyhow::Error) -> String {
-    let mut line = String::new();
-    for cause in e.chain().map(|c| c.to_string()) {
-        if line.contains(cause.as_str()) {
-            continue;
-        }
-        if !line.is_empty() {
-            line.push_str(": ");
-        }
-        line.push_str(&cause);
-    }
-    line.replace('\n', " ")
 }
 
 /// Why `chaos proxy --listen ADDR` cannot listen, and who holds the address when that can be told.

@@ -78,9 +78,89 @@ pub fn count_usize(text: &str) -> Result<usize, String> {
     count(text).map(|n| n as usize)
 }
 
+/// A whole number, 0 allowed, that fits a `u32` (`--generated 0`: the scenarios only).
+pub fn whole_u32(text: &str) -> Result<u32, String> {
+    text.trim()
+        .replace('_', "")
+        .parse::<u32>()
+        .map_err(|_| format!("must be a whole number from 0 to {}, like 4", u32::MAX))
+}
+
+/// A campaign's or a search's wall-time budget: a positive duration of at most a week.
+pub fn budget_s(text: &str) -> Result<f64, String> {
+    match parse_duration_s(text) {
+        Ok(s) if s <= 7.0 * 86_400.0 => Ok(s),
+        Ok(_) => Err("a budget must be at most a week (168h)".into()),
+        Err(_) => Err("a budget must be a positive duration, like 30m or 2h".into()),
+    }
+}
+
+/// A size on disk: `500M`, `10G`, `1.5G`, `800K` or a number of bytes.
+pub fn bytes(text: &str) -> Result<u64, String> {
+    let t = text.trim();
+    let (num, mult) = match t.char_indices().last() {
+        Some((i, c)) if c.is_ascii_alphabetic() => {
+            let m: u64 = match c.to_ascii_uppercase() {
+                'K' => 1 << 10,
+                'M' => 1 << 20,
+                'G' => 1 << 30,
+                'T' => 1 << 40,
+                _ => 0,
+            };
+            (&t[..i], m)
+        }
+        _ => (t, 1),
+    };
+    match num.trim().parse::<f64>() {
+        Ok(v) if mult > 0 && v > 0.0 && v.is_finite() => Ok((v * mult as f64) as u64),
+        _ => Err("a size must be positive, like 500M or 10G".into()),
+    }
+}
+
+/// A size as a person reads it (`1.2 GiB`).
+pub fn show_bytes(n: u64) -> String {
+    let units = [("GiB", 1u64 << 30), ("MiB", 1 << 20), ("KiB", 1 << 10)];
+    for (name, size) in units {
+        if n >= size {
+            return format!("{:.1} {name}", n as f64 / size as f64);
+        }
+    }
+    format!("{n} B")
+}
+
+/// `--expect`: the verdict a run (or a campaign) is expected to get.
+#[derive(Clone, Copy, clap::ValueEnum, PartialEq, Eq, Debug)]
+pub enum Expect {
+    Valid,
+    Invalid,
+    Unknown,
+}
+
+impl From<Expect> for chaos_checkers::Validity {
+    fn from(e: Expect) -> chaos_checkers::Validity {
+        match e {
+            Expect::Valid => chaos_checkers::Validity::Valid,
+            Expect::Invalid => chaos_checkers::Validity::Invalid,
+            Expect::Unknown => chaos_checkers::Validity::Unknown,
+        }
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn sizes_and_budgets_read_as_typed() {
+        assert_eq!(bytes("10G"), Ok(10 << 30));
+        assert_eq!(bytes("500m"), Ok(500 << 20));
+        assert_eq!(bytes("1234"), Ok(1234));
+        assert!(bytes("-1G").is_err() && bytes("5X").is_err());
+        assert_eq!(show_bytes(3 << 29), "1.5 GiB");
+        assert_eq!(budget_s("30m"), Ok(1800.0));
+        assert!(budget_s("0s").is_err() && budget_s("9999h").is_err());
+        assert_eq!(whole_u32("0"), Ok(0));
+    }
 
     #[test]
     fn a_negative_lease_is_refused_with_what_to_type() {

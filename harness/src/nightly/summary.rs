@@ -1,0 +1,204 @@
+//! A campaign's record: one line per run (scenario, seed, verdict, its first error, where it is, how to replay it) and the campaign's verdict; written as `summary.json` after every run, read back by `chaos nightly merge`.
+
+use chaos_checkers::{Severity, Validity, Verdict};
+use serde::{Deserialize, Serialize};
+use std::path::Path;
+
+/// One run of a campaign.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct RunLine {
+    /// Its place in the whole campaign (a shard runs every n-th).
+    pub index: usize,
+    pub scenario: String,
+    pub seed: u64,
+    /// `scenario[seed]`, the testcase's name.
+    pub name: String,
+    /// `valid`, `invalid` or `unknown`; none when the harness failed.
+    pub verdict: Option<Validity>,
+    /// The first error anomaly (class, summary), when invalid.
+    pub first_error: Option<(String, String)>,
+    /// Why the run could not be judged (unknown) or why the harness failed.
+    pub reasons: Vec<String>,
+    /// The harness's own failure (exit 3), in one line.
+    pub error: Option<String>,
+    pub wall_s: f64,
+    /// The run directory, and the command that runs it again.
+    pub dir: Option<String>,
+    pub replay: Option<String>,
+    /// Whether its bulky files (history, logs, audit, final state) were pruned.
+    pub pruned: bool,
+}
+
+impl RunLine {
+    /// A judged run's line.
+    pub fn judged(
+        index: usize,
+        scenario: &str,
+        seed: u64,
+        verdict: &Verdict,
+        dir: &Path,
+        wall_s: f64,
+    ) -> RunLine {
+        let first_error = verdict
+            .anomalies
+            .iter()
+            .find(|a| a.severity == Severity::Error)
+            .map(|a| (a.class.name().to_string(), a.summary.clone()));
+        RunLine {
+            index,
+            scenario: scenario.to_string(),
+            seed,
+            name: format!("{scenario}[{seed}]"),
+            verdict: Some(verdict.valid),
+            first_error,
+            reasons: verdict.reasons.clone(),
+            error: None,
+            wall_s,
+            dir: Some(dir.display().to_string()),
+            replay: Some(format!("chaos run --replay {}", dir.display())),
+            pruned: false,
+        }
+    }
+
+    /// A run the harness could not carry out.
+    pub fn failed(index: usize, scenario: &str, seed: u64, error: String, wall_s: f64) -> RunLine {
+        RunLine {
+            index,
+            scenario: scenario.to_string(),
+            seed,
+            name: format!("{scenario}[{seed}]"),
+            verdict: None,
+            first_error: None,
+            reasons: vec![],
+            error: Some(error),
+            wall_s,
+            dir: None,
+            replay: None,
+            pruned: false,
+        }
+    }
+
+    /// One line a person reads: the verdict and, when not valid, why.
+    pub fn outcome(&self) -> String {
+        match (&self.verdict, &self.error) {
+            (_, Some(e)) => format!("HARNESS FAILED: {e}"),
+            (Some(Validity::Invalid), _) => match &self.first_error {
+                Some((class, summary)) => format!("INVALID: {class}: {summary}"),
+                None => "INVALID".into(),
+            },
+            (Some(Validity::Unknown), _) => format!("UNKNOWN: {}", self.reasons.join("; ")),
+            (Some(Validity::Valid), _) => "valid".into(),
+            (None, None) => "not run".into(),
+        }
+    }
+}
+
+/// The campaign as it was asked, so a merge and a person can tell what ran.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct CampaignInfo {
+    pub seed: u64,
+    pub scenarios: Vec<String>,
+    /// Generated schedules asked for (none: as many as the budget allows).
+    pub generated: Option<u32>,
+    /// `i/n` when this is one slice of a campaign.
+    pub shard: Option<String>,
+    pub budget_s: f64,
+    /// The system under test: a `--mover-cmd` or the reference mover's switches.
+    pub mover: String,
+    pub command: String,
+    pub git_commit: String,
+    pub started: String,
+}
+
+/// `summary.json`.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct Summary {
+    pub campaigns: Vec<CampaignInfo>,
+    pub runs: Vec<RunLine>,
+    /// Why the campaign stopped before its list was done (budget, disk, a setup mistake).
+    pub stopped: Vec<String>,
+    pub wall_s: f64,
+}
+
+/// The counts a CI system shows.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
+pub struct Counts {
+    pub runs: usize,
+    pub invalid: usize,
+    pub unknown: usize,
+    pub failed: usize,
+}
+
+impl Summary {
+    pub fn counts(&self) -> Counts {
+        let mut c = Counts {
+            runs: self.runs.len(),
+            ..Default::default()
+        };
+        for r in &self.runs {
+            match (r.verdict, &r.error) {
+                (_, Some(_)) => c.failed += 1,
+                (Some(Validity::Invalid), _) => c.invalid += 1,
+                (Some(Validity::Unknown), _) => c.unknown += 1,
+                _ => {}
+            }
+        }
+        c
+    }
+
+    /// The campaign's verdict: invalid if any run lost data; else unknown if any could not
+    /// be judged; else valid. None when the harness failed on some run (exit 3) and nothing
+    /// was found invalid.
+    pub fn verdict(&self) -> Option<Validity> {
+        let c = self.counts();
+        if c.invalid > 0 {
+            Some(Validity::Invalid)
+        } else if c.failed > 0 || c.runs == 0 {
+            None
+        } else if c.unknown > 0 {
+            Some(Validity::Unknown)
+        } else {
+            Some(Validity::Valid)
+        }
+    }
+
+    /// Write `summary.json`, `junit.xml` and `index.html` into `dir` (each whole or not at all).
+    pub fn write(&self, dir: &Path) -> anyhow::Result<()> {
+        crate::results::write_json(&dir.join("summary.json"), self)?;
+        write_whole(&dir.join("junit.xml"), &super::junit::render(self))?;
+        write_whole(&dir.join("index.html"), &super::index::render(self, dir))
+    }
+
+    /// Join slices of one campaign (or several campaigns): runs in campaign order, one each.
+    pub fn merge(parts: Vec<Summary>) -> Summary {
+        let mut campaigns = vec![];
+        let mut runs: Vec<RunLine> = vec![];
+        let mut stopped = vec![];
+        let mut wall_s: f64 = 0.0;
+        for p in parts {
+            campaigns.extend(p.campaigns);
+            stopped.extend(p.stopped);
+            wall_s = wall_s.max(p.wall_s);
+            for r in p.runs {
+                if !runs.iter().any(|x| x.index == r.index && x.name == r.name) {
+                    runs.push(r);
+                }
+            }
+        }
+        runs.sort_by(|a, b| a.index.cmp(&b.index).then(a.name.cmp(&b.name)));
+        Summary {
+            campaigns,
+            runs,
+            stopped,
+            wall_s,
+        }
+    }
+}
+
+/// Write through a temporary file and rename: a reader never sees half a file.
+fn write_whole(path: &Path, text: &str) -> anyhow::Result<()> {
+    let tmp = path.with_extension("tmp");
+    std::fs::write(&tmp, text)
+        .map_err(|e| anyhow::anyhow!("cannot write {}: {e}", tmp.display()))?;
+    std::fs::rename(&tmp, path).map_err(|e| anyhow::anyhow!("cannot write {}: {e}", path.display()))
+}
