@@ -522,7 +522,8 @@ fn targets(paths: &[Path], figures: &[PathFigures]) -> String {
             TOXIPROXY_8_CLIENT_RATIO,
             TOXIPROXY_LATENCY_STDEV_MS,
             TOXIPROXY_LATENCY_P99_OVER_MS,
-            "Toxiproxy v2.12 anchors measured on this machine (pass --toxiproxy to measure one)".to_string(),
+            "Toxiproxy v2.12 anchors measured on this machine (pass --toxiproxy to measure one)"
+                .to_string(),
         ),
     };
     let _ = writeln!(

@@ -143,15 +143,9 @@ impl Mover {
         };
         match self.write(to, grant, insert).await {
             Wrote::Rows(k) => Ok(k),
-            Wrote::Fenced { shard_token } => Err(self.fenced_with(
-                "copy",
-                to,
-                grant.token,
-                shard_token,
-                turbine,
-                read,
-                written,
-            )),
+            Wrote::Fenced { shard_token } => {
+                Err(self.fenced_with("copy", to, grant.token, shard_token, turbine, read, written))
+            }
             Wrote::Expired(past) => {
                 self.h.fail(
                     "copy",
