@@ -462,7 +462,7 @@ async fn held_faults(client: &ToxiproxyClient, proxy: &str) -> anyhow::Result<Ve
     for _ in 0..FAULT_SAMPLES {
         let at = Instant::now() + FAULT_LEAD;
         let held = client.held_until(at, None, None);
-        held.add_toxic(proxy, toxic.clone()).await?;
+        held.add_toxic(proxy, toxic).await?;
         let answered = held
             .landed()
             .ok_or_else(|| anyhow::anyhow!("a held change with no answer"))?;
