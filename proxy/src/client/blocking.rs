@@ -15,7 +15,8 @@
 //! - It serializes every call on one mutex, so changes due together through it would land one
 //!   after another: a held change goes over raw HTTP (`held.rs`).
 
-use super::held::{Hold, RawRequest};
+use super::answer::{api_answer, HTTP_TIMEOUT};
+use super::held::{self, Hold, RawRequest};
 use crate::error::ClientError;
 use crate::model::{ProxyInfo, ProxySpec, ToxicInfo, ToxicKind, ToxicSpec};
 use reqwest::blocking::Client as HttpClient;
@@ -29,8 +30,6 @@ use std::time::Duration;
 use toxiproxy_rust::client::Client as TpClient;
 use toxiproxy_rust::proxy::{Proxy as TpProxy, ProxyPack};
 
-/// Per-request timeout for the raw HTTP calls (toxiproxy_rust's own reqwest default is 30 s).
-pub(super) const HTTP_TIMEOUT: Duration = Duration::from_secs(10);
 /// Upper bound on one wrapper call, including toxiproxy_rust's several requests.
 const CALL_TIMEOUT: Duration = Duration::from_secs(60);
 
@@ -99,23 +98,11 @@ where
     }
 }
 
-/// A 2xx answer's body, or the API's error (Toxiproxy's `{"error": ...}` when it sent one).
-pub(super) fn api_answer(status: u16, body: String) -> Result<String, ClientError> {
-    if !(200..300).contains(&status) {
-        let message = serde_json::from_str::<Value>(&body)
-            .ok()
-            .and_then(|v| v.get("error").and_then(|e| e.as_str()).map(str::to_string))
-            .unwrap_or_else(|| body.trim().to_string());
-        return Err(ClientError::Api { status, message });
-    }
-    Ok(body)
-}
-
 /// Everything one blocking call needs; built and dropped on the blocking thread.
 pub(super) struct Ctx {
     tp: TpClient,
     http: HttpClient,
-    pub(super) base: Url,
+    base: Url,
 }
 
 impl Ctx {
@@ -164,6 +151,22 @@ impl Ctx {
             .text()
             .map_err(|e| ClientError::Transport(e.to_string()))?;
         api_answer(status, text)
+    }
+
+    /// Held changes over raw HTTP ([`held::send_held`]).
+    fn send_held(&self, requests: &[RawRequest], hold: &Hold) -> Result<Vec<String>, ClientError> {
+        held::send_held(&self.base, requests, hold)
+    }
+
+    /// One POST as a change: held until its instant as raw HTTP (see [`held::send_held`]),
+    /// or sent now.
+    fn post_change(&self, path: &str, body: Value, hold: &Hold) -> Result<(), ClientError> {
+        if hold.until.is_some() {
+            self.send_held(&[("POST", path.to_string(), Some(body))], hold)?;
+        } else {
+            hold.change(|| self.send(Method::POST, path, Some(&body)))?;
+        }
+        Ok(())
     }
 
     fn get_json<T: DeserializeOwned>(&self, path: &str) -> Result<T, ClientError> {

@@ -1,8 +1,8 @@
 //! Held changes: a change sent at a given instant, its request connected and written but for its last byte ahead of time.
 
-use super::blocking::{api_answer, Ctx};
+use super::answer::{api_answer, HTTP_TIMEOUT};
 use crate::error::ClientError;
-use reqwest::Method;
+use reqwest::Url;
 use serde_json::Value;
 use std::net::ToSocketAddrs;
 use std::sync::atomic::{AtomicBool, Ordering};
@@ -87,7 +87,7 @@ impl Hold {
     }
 }
 
-/// A request written but for its last byte (see [`Ctx::prepare`]).
+/// A request written but for its last byte (see [`prepare`]).
 struct Prepared {
     stream: std::net::TcpStream,
     last: u8,
@@ -140,90 +140,69 @@ fn dechunk(mut rest: &str) -> String {
 /// One raw request: method, path, JSON body.
 pub(super) type RawRequest = (&'static str, String, Option<Value>);
 
-impl Ctx {
-    /// A raw request made ready to land at an instant: connected, and written up to its
-    /// last byte, so at the instant only that byte is sent (see [`Ctx::send_held`]).
-    fn prepare(
-        &self,
-        method: &str,
-        path: &str,
-        body: Option<&Value>,
-    ) -> Result<Prepared, ClientError> {
+/// A raw request made ready to land at an instant: connected to the API at `base`, and
+/// written up to its last byte, so at the instant only that byte is sent (see [`send_held`]).
+fn prepare(
+    base: &Url,
+    method: &str,
+    path: &str,
+    body: Option<&Value>,
+) -> Result<Prepared, ClientError> {
+    use std::io::Write;
+    let addr = format!(
+        "{}:{}",
+        base.host_str().unwrap_or("127.0.0.1"),
+        base.port_or_known_default().unwrap_or(8474)
+    );
+    let t = |e: std::io::Error| ClientError::Transport(format!("{addr}: {e}"));
+    let sock = addr
+        .to_socket_addrs()
+        .map_err(t)?
+        .next()
+        .ok_or_else(|| ClientError::Transport(format!("{addr}: no address")))?;
+    let mut stream = std::net::TcpStream::connect_timeout(&sock, HTTP_TIMEOUT).map_err(t)?;
+    stream.set_nodelay(true).map_err(t)?;
+    stream.set_read_timeout(Some(HTTP_TIMEOUT)).map_err(t)?;
+    let body = body.map(|b| b.to_string()).unwrap_or_default();
+    let mut req = format!(
+        "{method} {path} HTTP/1.1\r\nHost: {addr}\r\nConnection: close\r\nContent-Length: {}\r\n",
+        body.len()
+    );
+    if !body.is_empty() {
+        req.push_str("Content-Type: application/json\r\n");
+    }
+    req.push_str("\r\n");
+    req.push_str(&body);
+    let bytes = req.into_bytes();
+    let (head, last) = bytes.split_at(bytes.len() - 1);
+    stream.write_all(head).map_err(t)?;
+    Ok(Prepared {
+        stream,
+        last: last[0],
+    })
+}
+
+/// Held changes over raw HTTP to the API at `base`: each request connected and written but
+/// for its last byte before the instant, then at the instant the last bytes all go out and
+/// the answers are read. Sending whole requests at the instant through the pooled client took
+/// up to 4.5 ms under load (connects, its one runtime thread); a byte is a single write.
+/// Non-2xx answers become [`ClientError::Api`].
+pub(super) fn send_held(
+    base: &Url,
+    requests: &[RawRequest],
+    hold: &Hold,
+) -> Result<Vec<String>, ClientError> {
+    let mut ready = Vec::with_capacity(requests.len());
+    for (method, path, body) in requests {
+        ready.push(prepare(base, method, path, body.as_ref())?);
+    }
+    hold.change(|| {
         use std::io::Write;
-        let addr = format!(
-            "{}:{}",
-            self.base.host_str().unwrap_or("127.0.0.1"),
-            self.base.port_or_known_default().unwrap_or(8474)
-        );
-        let t = |e: std::io::Error| ClientError::Transport(format!("{addr}: {e}"));
-        let sock = addr
-            .to_socket_addrs()
-            .map_err(t)?
-            .next()
-            .ok_or_else(|| ClientError::Transport(format!("{addr}: no address")))?;
-        let mut stream = std::net::TcpStream::connect_timeout(&sock, super::blocking::HTTP_TIMEOUT)
-            .map_err(t)?;
-        stream.set_nodelay(true).map_err(t)?;
-        stream
-            .set_read_timeout(Some(super::blocking::HTTP_TIMEOUT))
-            .map_err(t)?;
-        let body = body.map(|b| b.to_string()).unwrap_or_default();
-        let mut req = format!(
-            "{method} {path} HTTP/1.1\r\nHost: {addr}\r\nConnection: close\r\nContent-Length: {}\r\n",
-            body.len()
-        );
-        if !body.is_empty() {
-            req.push_str("Content-Type: application/json\r\n");
+        for r in ready.iter_mut() {
+            r.stream
+                .write_all(&[r.last])
+                .map_err(|e| ClientError::Transport(e.to_string()))?;
         }
-        req.push_str("\r\n");
-        req.push_str(&body);
-        let bytes = req.into_bytes();
-        let (head, last) = bytes.split_at(bytes.len() - 1);
-        stream.write_all(head).map_err(t)?;
-        Ok(Prepared {
-            stream,
-            last: last[0],
-        })
-    }
-
-    /// Held changes over raw HTTP: each request connected and written but for its last byte
-    /// before the instant, then at the instant the last bytes all go out and the answers are
-    /// read. Sending whole requests at the instant through the pooled client took up to 4.5 ms
-    /// under load (connects, its one runtime thread); a byte is a single write. Non-2xx
-    /// answers become [`ClientError::Api`].
-    pub(super) fn send_held(
-        &self,
-        requests: &[RawRequest],
-        hold: &Hold,
-    ) -> Result<Vec<String>, ClientError> {
-        let mut ready = Vec::with_capacity(requests.len());
-        for (method, path, body) in requests {
-            ready.push(self.prepare(method, path, body.as_ref())?);
-        }
-        hold.change(|| {
-            use std::io::Write;
-            for r in ready.iter_mut() {
-                r.stream
-                    .write_all(&[r.last])
-                    .map_err(|e| ClientError::Transport(e.to_string()))?;
-            }
-            ready.into_iter().map(Prepared::answer).collect()
-        })
-    }
-
-    /// One POST as a change: held until its instant as raw HTTP (see [`Ctx::send_held`]),
-    /// or sent now.
-    pub(super) fn post_change(
-        &self,
-        path: &str,
-        body: Value,
-        hold: &Hold,
-    ) -> Result<(), ClientError> {
-        if hold.until.is_some() {
-            self.send_held(&[("POST", path.to_string(), Some(body))], hold)?;
-        } else {
-            hold.change(|| self.send(Method::POST, path, Some(&body)))?;
-        }
-        Ok(())
-    }
+        ready.into_iter().map(Prepared::answer).collect()
+    })
 }

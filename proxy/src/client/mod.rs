@@ -1,5 +1,6 @@
 //! `ToxiproxyClient`: the project's one async client of a Toxiproxy API, over the blocking `toxiproxy_rust` 0.1.6 (its quirks are handled in `blocking.rs`).
 
+mod answer;
 mod blocking;
 mod held;
 

@@ -344,7 +344,7 @@ async fn proxy_create(shared: &Shared, body: &[u8]) -> Result<Resp, ApiErr> {
     if proxies.contains_key(&input.name) {
         return Err(ApiErr::proxy_exists());
     }
-    let mut entry = ProxyEntry::new(input.name.clone(), input.listen, input.upstream);
+    let mut entry = ProxyEntry::new(shared, input.name.clone(), input.listen, input.upstream);
     if input.enabled.unwrap_or(true) {
         entry.start(shared).await?;
     }
@@ -439,7 +439,7 @@ async fn populate_inner(shared: &Shared, body: &[u8]) -> (Vec<String>, Option<Ap
                 Ok(true) => existing.stop(shared).await,
             }
         }
-        let mut entry = ProxyEntry::new(input.name.clone(), input.listen, input.upstream);
+        let mut entry = ProxyEntry::new(shared, input.name.clone(), input.listen, input.upstream);
         if input.enabled.unwrap_or(true) {
             if let Err(e) = entry.start(shared).await {
                 return (created, Some(e));

@@ -92,7 +92,9 @@ impl Deadline {
             });
             if let Ok(r) = read {
                 r?;
-                // Fired: the next wait arms it again, even for the same instant.
+                // Fired: the next wait arms it again, even for the same instant, and waits
+                // for the next expiry rather than reading this one's readiness again.
+                ready.clear_ready();
                 self.armed = None;
             }
         }

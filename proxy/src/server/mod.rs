@@ -5,6 +5,7 @@ mod deadline;
 mod gojson;
 mod pipe;
 mod precise;
+mod priority;
 mod sockets;
 mod state;
 mod tap;
@@ -17,7 +18,7 @@ pub(crate) use precise::sleep_until as precise_sleep_until;
 pub use tap::{Tap, TapData, TapEvent, TapVerdict, Taps};
 
 use crate::error::ProxyError;
-use state::Shared;
+use state::{Forwarding, Shared};
 use std::net::SocketAddr;
 use std::sync::Arc;
 use std::time::Duration;
@@ -37,8 +38,17 @@ pub struct ProxyServer {
     api_task: Option<JoinHandle<()>>,
 }
 
-/// Bind the API on `listen` (port 0 picks a free port) and serve it on the current runtime.
+/// Bind the API on `listen` (port 0 picks a free port) and serve it, its listeners and its
+/// connections on the current runtime.
 pub async fn start(listen: SocketAddr) -> Result<ProxyServer, ProxyError> {
+    start_with(listen, None).await
+}
+
+/// [`start`], with the listeners and connections on `forwarding` if given.
+async fn start_with(
+    listen: SocketAddr,
+    forwarding: Option<Forwarding>,
+) -> Result<ProxyServer, ProxyError> {
     let listener = TcpListener::bind(listen)
         .await
         .map_err(|source| ProxyError::BindApi {
@@ -46,7 +56,7 @@ pub async fn start(listen: SocketAddr) -> Result<ProxyServer, ProxyError> {
             source,
         })?;
     let api_addr = listener.local_addr().map_err(ProxyError::LocalAddr)?;
-    let shared = Arc::new(Shared::new());
+    let shared = Arc::new(Shared::new(forwarding));
     let (stop_tx, stop_rx) = oneshot::channel();
     let api_task = tokio::spawn(api::serve_api(listener, shared.clone(), stop_rx));
     Ok(ProxyServer {
@@ -57,8 +67,8 @@ pub async fn start(listen: SocketAddr) -> Result<ProxyServer, ProxyError> {
     })
 }
 
-/// A server on threads of its own (a runtime with `threads` workers), so its API and its
-/// forwarding never wait behind the embedding program's work: in the harness, on a loaded
+/// A server on threads of its own (the API on one, the forwarding on a runtime with `threads`
+/// workers), so its API and its forwarding never wait behind the embedding program's work: in the harness, on a loaded
 /// 2-core machine, a fault's HTTP change waited up to 8 ms for a worker busy with the ingest or
 /// the history. Stopped by [`ProxyThread::shutdown`], or by dropping it.
 pub struct ProxyThread {
@@ -68,37 +78,47 @@ pub struct ProxyThread {
     done: Option<oneshot::Receiver<()>>,
 }
 
-/// Start a server on its own runtime and threads (named `chaos-proxy`), each asking for a
-/// real-time priority ([`crate::realtime::raise_current_thread`]) where permitted.
+/// Start a server on threads of its own: the API on one (named `chaos-proxy-api`), real-time
+/// throughout, and its listeners and connections on `threads` more (named `chaos-proxy`),
+/// real-time while a toxic or a tap listener makes some link timed and normal threads
+/// otherwise (`priority`); each asks where permitted
+/// ([`crate::realtime::raise_current_thread`]).
 pub fn start_on_own_threads(listen: SocketAddr, threads: usize) -> Result<ProxyThread, ProxyError> {
-    start_on_threads(listen, threads, true)
+    start_on_threads(listen, threads, true, REALTIME_THREAD_NAME)
 }
 
-/// The workers' name when they ask for a real-time priority, and when they do not.
+/// The forwarding threads' name as [`start_on_own_threads`] starts them; the API thread's.
 pub const REALTIME_THREAD_NAME: &str = "chaos-proxy";
-pub const NORMAL_THREAD_NAME: &str = "chaos-proxy-cfs";
+pub const API_THREAD_NAME: &str = "chaos-proxy-api";
 
-/// [`start_on_own_threads`], choosing whether the workers ask for a real-time priority: the
-/// benchmark compares both (a real-time worker wakes on its own CPU, never beside the waker,
-/// and preempts whatever runs there).
+/// [`start_on_own_threads`], choosing whether the threads ever ask for a real-time priority
+/// and naming the forwarding threads (at most 15 bytes, as Linux keeps them): the benchmark
+/// compares ways and counts each one's CPU by that name.
 pub fn start_on_threads(
     listen: SocketAddr,
     threads: usize,
     realtime: bool,
+    name: &'static str,
 ) -> Result<ProxyThread, ProxyError> {
-    let name = if realtime {
-        REALTIME_THREAD_NAME
-    } else {
-        NORMAL_THREAD_NAME
-    };
-    let rt = tokio::runtime::Builder::new_multi_thread()
+    let workers = Arc::new(priority::Workers::default());
+    let (registry, leaving) = (workers.clone(), workers.clone());
+    let forwarding_rt = tokio::runtime::Builder::new_multi_thread()
         .worker_threads(threads.max(1))
         .thread_name(name)
         .on_thread_start(move || {
             if realtime {
-                crate::realtime::raise_current_thread();
+                registry.register_current_thread();
             }
         })
+        .on_thread_stop(move || leaving.unregister_current_thread())
+        .enable_all()
+        .build()
+        .map_err(ProxyError::Runtime)?;
+    let forwarding = Forwarding {
+        handle: forwarding_rt.handle().clone(),
+        workers,
+    };
+    let api_rt = tokio::runtime::Builder::new_current_thread()
         .enable_all()
         .build()
         .map_err(ProxyError::Runtime)?;
@@ -106,10 +126,13 @@ pub fn start_on_threads(
     let (stop_tx, stop_rx) = oneshot::channel::<()>();
     let (done_tx, done_rx) = oneshot::channel::<()>();
     std::thread::Builder::new()
-        .name("chaos-proxy-main".into())
+        .name(API_THREAD_NAME.into())
         .spawn(move || {
-            rt.block_on(async move {
-                let server = match start(listen).await {
+            if realtime {
+                crate::realtime::raise_current_thread();
+            }
+            api_rt.block_on(async move {
+                let server = match start_with(listen, Some(forwarding)).await {
                     Ok(s) => s,
                     Err(e) => {
                         let _ = addr_tx.send(Err(e));
@@ -121,7 +144,8 @@ pub fn start_on_threads(
                 let _ = stop_rx.await;
                 server.shutdown().await;
             });
-            drop(rt);
+            drop(api_rt);
+            forwarding_rt.shutdown_timeout(SHUTDOWN_TIMEOUT);
             let _ = done_tx.send(());
         })
         .map_err(ProxyError::Runtime)?;

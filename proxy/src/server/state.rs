@@ -4,6 +4,7 @@
 //! (`pipe::run_connection`) with a receiver per chain, and the pump knows nothing of it.
 
 use super::pipe::run_connection;
+use super::priority::{Tuning, Workers};
 use super::sockets::{Registered, Sockets};
 use super::tap::{TapPoint, Taps};
 use super::toxic::{Chain, ToxicEntry};
@@ -68,16 +69,44 @@ pub(crate) struct Shared {
     runners: std::sync::Mutex<HashMap<u64, AbortHandle>>,
     /// In-process listeners to proxies' bytes, by proxy name.
     pub taps: Taps,
+    /// What is timed, which the forwarding threads' priority follows.
+    pub tuning: Arc<Tuning>,
+    /// The runtime the listeners and connections run on (None: the caller's).
+    forwarding: Option<tokio::runtime::Handle>,
+}
+
+/// A server's forwarding runtime and its threads, when they are its own.
+pub(crate) struct Forwarding {
+    pub handle: tokio::runtime::Handle,
+    pub workers: Arc<Workers>,
 }
 
 impl Shared {
-    pub(crate) fn new() -> Self {
+    pub(crate) fn new(forwarding: Option<Forwarding>) -> Self {
+        let (handle, workers) = match forwarding {
+            Some(f) => (Some(f.handle), Some(f.workers)),
+            None => (None, None),
+        };
+        let tuning = Arc::new(Tuning::with_workers(workers));
         Shared {
             proxies: tokio::sync::Mutex::new(BTreeMap::new()),
             next_toxic_id: AtomicU64::new(1),
             next_runner_id: AtomicU64::new(1),
             runners: std::sync::Mutex::new(HashMap::new()),
-            taps: Taps::default(),
+            taps: Taps::with_tuning(tuning.clone()),
+            tuning,
+            forwarding: handle,
+        }
+    }
+
+    /// Run a listener on the forwarding runtime.
+    fn spawn_forwarding<F>(&self, task: F) -> JoinHandle<()>
+    where
+        F: std::future::Future<Output = ()> + Send + 'static,
+    {
+        match &self.forwarding {
+            Some(h) => h.spawn(task),
+            None => tokio::spawn(task),
         }
     }
 
@@ -128,6 +157,19 @@ pub(crate) struct ProxyEntry {
     /// The last disable's tasks, still winding down after its sockets were cut: a start
     /// waits for them, so the old listener has let go of the port before binding again.
     closing: Option<Closing>,
+    tuning: Arc<Tuning>,
+    /// Which chains `tuning` counts as having toxics.
+    counted: [std::sync::atomic::AtomicBool; 2],
+}
+
+impl Drop for ProxyEntry {
+    fn drop(&mut self) {
+        for c in &self.counted {
+            if c.swap(false, Ordering::AcqRel) {
+                self.tuning.toxic_chain(false);
+            }
+        }
+    }
 }
 
 pub(crate) fn dir_index(d: Stream) -> usize {
@@ -168,7 +210,7 @@ pub(crate) struct ProxyJson<'a> {
 }
 
 impl ProxyEntry {
-    pub(crate) fn new(name: String, listen: String, upstream: String) -> Self {
+    pub(crate) fn new(shared: &Shared, name: String, listen: String, upstream: String) -> Self {
         ProxyEntry {
             name,
             listen,
@@ -181,6 +223,8 @@ impl ProxyEntry {
             ],
             runner: None,
             closing: None,
+            tuning: shared.tuning.clone(),
+            counted: Default::default(),
         }
     }
 
@@ -208,8 +252,13 @@ impl ProxyEntry {
         None
     }
 
-    /// Hand the current chain of one direction to every open connection.
+    /// Hand the current chain of one direction to every open connection; a chain's first
+    /// toxic raises the forwarding threads before it is handed on (see `priority`).
     pub(crate) fn publish(&self, dir: usize) {
+        let has_toxics = !self.chains[dir].is_empty();
+        if self.counted[dir].swap(has_toxics, Ordering::AcqRel) != has_toxics {
+            self.tuning.toxic_chain(has_toxics);
+        }
         self.senders[dir].send_replace(Arc::new(self.chains[dir].clone()));
     }
 
@@ -244,7 +293,11 @@ impl ProxyEntry {
             use std::os::fd::AsFd;
             sockets.register(&[listener.as_fd()])
         };
-        let handle = tokio::spawn(accept_loop(
+        // Bound here, accepted on the forwarding runtime (whose reactor it joins there).
+        let listener = listener
+            .into_std()
+            .map_err(|e| ApiErr::internal(format!("listen tcp {want}: {e}")))?;
+        let handle = shared.spawn_forwarding(accept_loop(
             listener,
             listening,
             sockets.clone(),
@@ -336,7 +389,7 @@ impl ProxyEntry {
 
 #[allow(clippy::too_many_arguments)]
 async fn accept_loop(
-    listener: TcpListener,
+    listener: std::net::TcpListener,
     listening: Registered,
     sockets: Arc<Sockets>,
     name: Arc<str>,
@@ -346,6 +399,9 @@ async fn accept_loop(
     down_chain: watch::Receiver<Chain>,
     mut stop: oneshot::Receiver<()>,
 ) {
+    let Ok(listener) = TcpListener::from_std(listener) else {
+        return;
+    };
     // Owning the connections here means aborting or stopping this task ends all of them.
     let mut conns = JoinSet::new();
     loop {

@@ -10,6 +10,7 @@
 //! Nobody listening must cost nothing: a connection asks one relaxed atomic load per chunk,
 //! and takes the subscriber lock only when someone listens to its proxy.
 
+use super::priority::Tuning;
 use crate::model::Stream;
 use std::collections::HashMap;
 use std::future::Future;
@@ -62,6 +63,8 @@ pub struct Taps {
 struct TapsInner {
     points: Mutex<HashMap<String, Arc<TapPoint>>>,
     next_id: AtomicU64,
+    /// A listener makes the server's links timed (see `priority`).
+    tuning: Arc<Tuning>,
 }
 
 /// The listeners of one proxy name. Its connections hold it for their lifetime, so a
@@ -77,9 +80,19 @@ pub(crate) struct TapPoint {
 pub struct Tap {
     point: Arc<TapPoint>,
     id: u64,
+    tuning: Arc<Tuning>,
 }
 
 impl Taps {
+    pub(crate) fn with_tuning(tuning: Arc<Tuning>) -> Taps {
+        Taps {
+            inner: Arc::new(TapsInner {
+                tuning,
+                ..Default::default()
+            }),
+        }
+    }
+
     /// Call `listener` with the bytes of every connection of proxy `proxy` (open now or
     /// opened later, also across a disable or a delete and create of that name), in each
     /// direction, before they are forwarded.
@@ -89,11 +102,17 @@ impl Taps {
     {
         let point = self.point(proxy);
         let id = self.inner.next_id.fetch_add(1, Ordering::Relaxed);
+        // The forwarding threads are raised before the first bytes reach the listener.
+        self.inner.tuning.listener(true);
         let mut listeners = point.listeners.write().unwrap_or_else(|p| p.into_inner());
         listeners.push((id, Arc::new(listener)));
         point.listening.store(listeners.len(), Ordering::Release);
         drop(listeners);
-        Tap { point, id }
+        Tap {
+            point,
+            id,
+            tuning: self.inner.tuning.clone(),
+        }
     }
 
     pub(crate) fn point(&self, proxy: &str) -> Arc<TapPoint> {
@@ -113,6 +132,8 @@ impl Drop for Tap {
         self.point
             .listening
             .store(listeners.len(), Ordering::Release);
+        drop(listeners);
+        self.tuning.listener(false);
     }
 }
 

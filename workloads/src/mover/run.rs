@@ -387,56 +387,16 @@ impl Mover {
 
     /// Hold the role: read the plan, fence, walk the plan in April's order, release.
     async fn hold(&mut self, mut grant: Grant) -> Stop {
-        let token = grant.token;
         let plan = match self.read_plan(&grant).await {
             Ok(p) => p,
             Err(stop) => return stop,
         };
-        let mut plan_shards = BTreeSet::new();
-        for e in &plan {
-            for name in [&e.from, &e.to] {
-                if !self.shards.contains_key(name) {
-                    let known: Vec<String> = self.shards.keys().cloned().collect();
-                    self.release(&grant, 1).await;
-                    return Stop::Bad(format!(
-                        "move_plan position {} names shard {name:?}, which CHAOS_SHARD_URLS does not have ({known:?}): add it to CHAOS_SHARD_URLS",
-                        e.position
-                    ));
-                }
-                plan_shards.insert(name.clone());
-            }
-        }
-        self.log(format!(
-            "plan: {} turbines over {:?}",
-            plan.len(),
-            plan_shards
-        ));
-
-        if self.s.fencing == Fencing::On {
-            // Before any work: every shard of the plan learns this grant, so an
-            // older holder's next write anywhere in the plan is refused. All shards at
-            // once: until the last one has it, an older holder can still write there.
-            let expiry = self.s.check_expiry_before_write.then_some(&grant);
-            for (shard, wrote) in self.fence_all(&plan_shards, expiry, token).await {
-                match wrote {
-                    Wrote::Rows(_) => self
-                        .h
-                        .ok("fence", json!({ "shard": shard, "token": token })),
-                    Wrote::Fenced { shard_token } => {
-                        return self.fenced("fence", &shard, token, shard_token, None)
-                    }
-                    Wrote::Expired(past) => return self.expired(&grant, "fence", None, past),
-                    Wrote::Failed(e) => {
-                        self.h.emit(
-                            failure_kind(&e),
-                            "fence",
-                            json!({ "shard": shard, "token": token, "reason": "unreachable", "error": e.to_string() }),
-                        );
-                        self.release(&grant, 1).await;
-                        return Stop::GiveUp(format!("cannot fence {shard}: {e}"));
-                    }
-                }
-            }
+        let plan_shards = match self.plan_shards(&grant, &plan).await {
+            Ok(shards) => shards,
+            Err(stop) => return stop,
+        };
+        if let Some(stop) = self.fence_plan(&grant, &plan_shards).await {
+            return stop;
         }
 
         if self.s.renew_on_thread && grant.lease.is_some() {
@@ -533,6 +493,68 @@ impl Mover {
             .ok("done", json!({ "moved": moved, "skipped": skipped }));
         self.log(format!("done: moved {moved}, skipped {skipped}"));
         Stop::Done
+    }
+
+    /// The shards the plan names, each checked against CHAOS_SHARD_URLS (the grant released
+    /// if one is missing), and the plan's line in the log.
+    async fn plan_shards(
+        &mut self,
+        grant: &Grant,
+        plan: &[PlanEntry],
+    ) -> Result<BTreeSet<String>, Stop> {
+        let mut plan_shards = BTreeSet::new();
+        for e in plan {
+            for name in [&e.from, &e.to] {
+                if !self.shards.contains_key(name) {
+                    let known: Vec<String> = self.shards.keys().cloned().collect();
+                    self.release(grant, 1).await;
+                    return Err(Stop::Bad(format!(
+                        "move_plan position {} names shard {name:?}, which CHAOS_SHARD_URLS does not have ({known:?}): add it to CHAOS_SHARD_URLS",
+                        e.position
+                    )));
+                }
+                plan_shards.insert(name.clone());
+            }
+        }
+        self.log(format!(
+            "plan: {} turbines over {:?}",
+            plan.len(),
+            plan_shards
+        ));
+        Ok(plan_shards)
+    }
+
+    /// With fencing on, before any work: every shard of the plan learns this grant, so an
+    /// older holder's next write anywhere in the plan is refused. All shards at once: until
+    /// the last one has it, an older holder can still write there. None when every shard has
+    /// it (or fencing is off).
+    async fn fence_plan(&mut self, grant: &Grant, plan_shards: &BTreeSet<String>) -> Option<Stop> {
+        if self.s.fencing != Fencing::On {
+            return None;
+        }
+        let token = grant.token;
+        let expiry = self.s.check_expiry_before_write.then_some(grant);
+        for (shard, wrote) in self.fence_all(plan_shards, expiry, token).await {
+            match wrote {
+                Wrote::Rows(_) => self
+                    .h
+                    .ok("fence", json!({ "shard": shard, "token": token })),
+                Wrote::Fenced { shard_token } => {
+                    return Some(self.fenced("fence", &shard, token, shard_token, None))
+                }
+                Wrote::Expired(past) => return Some(self.expired(grant, "fence", None, past)),
+                Wrote::Failed(e) => {
+                    self.h.emit(
+                        failure_kind(&e),
+                        "fence",
+                        json!({ "shard": shard, "token": token, "reason": "unreachable", "error": e.to_string() }),
+                    );
+                    self.release(grant, 1).await;
+                    return Some(Stop::GiveUp(format!("cannot fence {shard}: {e}")));
+                }
+            }
+        }
+        None
     }
 
     /// Read the move plan, retrying while the grant is young.

@@ -4,6 +4,14 @@
 
 use super::*;
 
+/// One batch of a copy: its destination, its turbine and its rows.
+struct Batch<'a> {
+    to: &'a str,
+    turbine: &'a str,
+    ts: &'a [SystemTime],
+    values: &'a [f64],
+}
+
 impl Mover {
     /// One turbine's copy: count, then keyset pages from the source, each batch its own transaction on the destination.
     pub(super) async fn copy(
@@ -23,25 +31,12 @@ impl Mover {
             json!({ "turbine": turbine, "from": from, "to": to, "token": token }),
         );
         let (mut read, mut written) = (0u64, 0u64);
-        macro_rules! give_up {
-            ($e:expr) => {{
-                let e: DbError = $e;
-                self.h.emit(
-                    failure_kind(&e),
-                    "copy",
-                    json!({ "turbine": turbine, "reason": "unreachable", "error": e.to_string(),
-                            "rows_read": read, "rows_written": written }),
-                );
-                self.release(grant, 1).await;
-                return Err(Stop::GiveUp(format!("{turbine}: {e}")));
-            }};
-        }
         let pace = self.pace;
         // The count belongs to the first batch: a slow link slows it too.
         let start = pace.turbine_start(*cursor, self.now_offset());
         let count: i64 = match self.read(from, Read::Count(turbine)).await {
             Ok(rows) => rows.first().map(|r| r.get(0)).unwrap_or(0),
-            Err(e) => give_up!(e),
+            Err(e) => return Err(self.copy_gave_up(grant, turbine, e, read, written).await),
         };
         let n = batch_rows(count.max(0) as u64, self.pace.batches) as i64;
         let mut last_ts: Option<SystemTime> = None;
@@ -56,74 +51,21 @@ impl Mover {
                     "{turbine}: more than {max_pages} pages"
                 )));
             }
-            let page = match last_ts {
-                None => self.read(from, Read::PageFirst(turbine, n + 1)).await,
-                Some(t) => self.read(from, Read::PageAfter(turbine, t, n + 1)).await,
+            let (ts, values, done) = match self.read_page(from, turbine, last_ts, n).await {
+                Ok(page) => page,
+                Err(e) => return Err(self.copy_gave_up(grant, turbine, e, read, written).await),
             };
-            let rows = match page {
-                Ok(rows) => rows,
-                Err(e) => give_up!(e),
-            };
-            let mut ts: Vec<SystemTime> = rows.iter().map(|r| r.get(0)).collect();
-            let mut values: Vec<f64> = rows.iter().map(|r| r.get(1)).collect();
-            match split_page(&ts, n as usize) {
-                Page::Take {
-                    keep,
-                    exhausted: done,
-                } => {
-                    ts.truncate(keep);
-                    values.truncate(keep);
-                    exhausted = done;
-                }
-                Page::AllOneTs => {
-                    let at = ts[0];
-                    match self.read(from, Read::AtTs(turbine, at)).await {
-                        Ok(rows) => {
-                            ts = rows.iter().map(|r| r.get(0)).collect();
-                            values = rows.iter().map(|r| r.get(1)).collect();
-                        }
-                        Err(e) => give_up!(e),
-                    }
-                }
-            }
+            exhausted = done;
             if let Some(t) = ts.last() {
                 last_ts = Some(*t);
-                match self
-                    .write(
-                        to,
-                        grant,
-                        Write::Insert {
-                            turbine,
-                            ts: &ts,
-                            values: &values,
-                        },
-                    )
-                    .await
-                {
-                    Wrote::Rows(k) => {
-                        read += ts.len() as u64;
-                        written += k;
-                    }
-                    Wrote::Fenced { shard_token } => {
-                        return Err(self.fenced_with(
-                            "copy",
-                            to,
-                            token,
-                            shard_token,
-                            turbine,
-                            read,
-                            written,
-                        ))
-                    }
-                    Wrote::Expired(past) => {
-                        self.h.fail(
-                            "copy",
-                            json!({ "turbine": turbine, "reason": "expired", "rows_read": read, "rows_written": written }),
-                        );
-                        return Err(self.expired(grant, "copy", Some(turbine), past));
-                    }
-                    Wrote::Failed(e) => give_up!(e),
-                }
+                let batch = Batch {
+                    to,
+                    turbine,
+                    ts: &ts,
+                    values: &values,
+                };
+                written += self.write_batch(grant, batch, read, written).await?;
+                read += ts.len() as u64;
             } else {
                 exhausted = true;
             }
@@ -141,6 +83,97 @@ impl Mover {
             json!({ "turbine": turbine, "rows_read": read, "rows_written": written }),
         );
         Ok((read, written))
+    }
+
+    /// The next page of a turbine's copy (after `last_ts`, or its first): its rows, cut to
+    /// `n` at a timestamp boundary (or every row of its one timestamp), and whether it was
+    /// the last.
+    async fn read_page(
+        &mut self,
+        from: &str,
+        turbine: &str,
+        last_ts: Option<SystemTime>,
+        n: i64,
+    ) -> Result<(Vec<SystemTime>, Vec<f64>, bool), DbError> {
+        let rows = match last_ts {
+            None => self.read(from, Read::PageFirst(turbine, n + 1)).await,
+            Some(t) => self.read(from, Read::PageAfter(turbine, t, n + 1)).await,
+        }?;
+        let mut ts: Vec<SystemTime> = rows.iter().map(|r| r.get(0)).collect();
+        let mut values: Vec<f64> = rows.iter().map(|r| r.get(1)).collect();
+        let mut exhausted = false;
+        match split_page(&ts, n as usize) {
+            Page::Take {
+                keep,
+                exhausted: done,
+            } => {
+                ts.truncate(keep);
+                values.truncate(keep);
+                exhausted = done;
+            }
+            Page::AllOneTs => {
+                let at = ts[0];
+                let rows = self.read(from, Read::AtTs(turbine, at)).await?;
+                ts = rows.iter().map(|r| r.get(0)).collect();
+                values = rows.iter().map(|r| r.get(1)).collect();
+            }
+        }
+        Ok((ts, values, exhausted))
+    }
+
+    /// Write one batch of a copy to its destination: the rows it wrote, or why the copy
+    /// stops (`read` and `written` so far go into its history).
+    async fn write_batch(
+        &mut self,
+        grant: &Grant,
+        batch: Batch<'_>,
+        read: u64,
+        written: u64,
+    ) -> Result<u64, Stop> {
+        let Batch {
+            to,
+            turbine,
+            ts,
+            values,
+        } = batch;
+        let insert = Write::Insert {
+            turbine,
+            ts,
+            values,
+        };
+        match self.write(to, grant, insert).await {
+            Wrote::Rows(k) => Ok(k),
+            Wrote::Fenced { shard_token } => {
+                Err(self.fenced_with("copy", to, grant.token, shard_token, turbine, read, written))
+            }
+            Wrote::Expired(past) => {
+                self.h.fail(
+                    "copy",
+                    json!({ "turbine": turbine, "reason": "expired", "rows_read": read, "rows_written": written }),
+                );
+                Err(self.expired(grant, "copy", Some(turbine), past))
+            }
+            Wrote::Failed(e) => Err(self.copy_gave_up(grant, turbine, e, read, written).await),
+        }
+    }
+
+    /// A copy that cannot reach a database: its failure in the history, the grant released.
+    async fn copy_gave_up(
+        &mut self,
+        grant: &Grant,
+        turbine: &str,
+        e: DbError,
+        read: u64,
+        written: u64,
+    ) -> Stop {
+        self.h.emit(
+            failure_kind(&e),
+            "copy",
+            json!({ "turbine": turbine, "reason": "unreachable", "error": e.to_string(),
+                    "rows_read": read, "rows_written": written }),
+        );
+        self.release(grant, 1).await;
+        Stop::GiveUp(format!("{turbine}: {e}"))
     }
 
     /// Delete a turbine from a shard (`why`: source or tidy-up). None when it went through.
