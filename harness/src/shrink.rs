@@ -119,9 +119,16 @@ pub async fn shrink(a: ShrinkArgs) -> anyhow::Result<u8> {
             )
         })?;
     let opts = run::replay(&a.dir, None, None)?;
-    let base = opts.prepared.as_deref().cloned().expect("a replay is prepared");
+    let base = opts
+        .prepared
+        .as_deref()
+        .cloned()
+        .expect("a replay is prepared");
     let stamp = results::utc_stamp(std::time::SystemTime::now());
-    let out = a.results.join("shrink").join(format!("{}-{stamp}", base.file.name));
+    let out = a
+        .results
+        .join("shrink")
+        .join(format!("{}-{stamp}", base.file.name));
     std::fs::create_dir_all(out.join("runs"))
         .map_err(|e| anyhow::anyhow!("cannot create {}: {e}", out.display()))?;
     let original = base.faults.clone();
@@ -133,7 +140,11 @@ pub async fn shrink(a: ShrinkArgs) -> anyhow::Result<u8> {
         a.budget,
         out.display()
     );
-    let need = if a.repeat <= 2 { a.repeat } else { a.repeat - 1 };
+    let need = if a.repeat <= 2 {
+        a.repeat
+    } else {
+        a.repeat - 1
+    };
     let mut s = Search {
         base,
         opts,
@@ -163,7 +174,10 @@ pub async fn shrink(a: ShrinkArgs) -> anyhow::Result<u8> {
 
 /// Delta debugging: the schedule cut into n chunks; a chunk alone, or the schedule without
 /// one, that still fails becomes the schedule; else n doubles, until chunks are single faults.
-async fn ddmin(s: &mut Search, mut best: (Vec<Fault>, Trial)) -> anyhow::Result<(Vec<Fault>, Trial)> {
+async fn ddmin(
+    s: &mut Search,
+    mut best: (Vec<Fault>, Trial),
+) -> anyhow::Result<(Vec<Fault>, Trial)> {
     if !best.0.is_empty() {
         let none = s.trial(&[], "no faults at all").await?;
         if s.kept(&none) {
@@ -177,7 +191,9 @@ async fn ddmin(s: &mut Search, mut best: (Vec<Fault>, Trial)) -> anyhow::Result<
         let mut reduced = false;
         for (k, chunk) in chunks.iter().enumerate() {
             let only: Vec<Fault> = chunk.iter().map(|&i| faults[i].clone()).collect();
-            let t = s.trial(&only, &format!("chunk {} of {n} alone", k + 1)).await?;
+            let t = s
+                .trial(&only, &format!("chunk {} of {n} alone", k + 1))
+                .await?;
             if s.kept(&t) {
                 best = (only, t);
                 n = 2;
@@ -191,7 +207,9 @@ async fn ddmin(s: &mut Search, mut best: (Vec<Fault>, Trial)) -> anyhow::Result<
                     .filter(|i| !chunk.contains(i))
                     .map(|i| faults[i].clone())
                     .collect();
-                let t = s.trial(&rest, &format!("without chunk {} of {n}", k + 1)).await?;
+                let t = s
+                    .trial(&rest, &format!("without chunk {} of {n}", k + 1))
+                    .await?;
                 if s.kept(&t) {
                     best = (rest, t);
                     n = (n - 1).max(2);
@@ -221,7 +239,10 @@ fn split(len: usize, n: usize) -> Vec<Vec<usize>> {
 
 /// Each remaining fault made smaller while the schedule still fails: its duration halved, its
 /// instant moved halfway to the start, its trigger's n-th event halved.
-async fn smaller_faults(s: &mut Search, mut best: (Vec<Fault>, Trial)) -> anyhow::Result<(Vec<Fault>, Trial)> {
+async fn smaller_faults(
+    s: &mut Search,
+    mut best: (Vec<Fault>, Trial),
+) -> anyhow::Result<(Vec<Fault>, Trial)> {
     let start_ms = s.base.start_ms;
     for i in 0..best.0.len() {
         for _ in 0..4 {
@@ -295,7 +316,11 @@ fn write_answer(
     );
     std::fs::write(out.join("minimal.toml"), toml)
         .map_err(|e| anyhow::anyhow!("cannot write {}: {e}", out.join("minimal.toml").display()))?;
-    let replay = best.1.example.as_ref().map(|d| format!("chaos run --replay {}", d.display()));
+    let replay = best
+        .1
+        .example
+        .as_ref()
+        .map(|d| format!("chaos run --replay {}", d.display()));
     results::write_json(
         &out.join("shrink.json"),
         &json!({

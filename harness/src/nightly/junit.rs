@@ -129,7 +129,15 @@ fn iso(stamp: &str) -> String {
         return String::new();
     }
     let s = |a: usize, b: usize| d[a..b].iter().collect::<String>();
-    format!("{}-{}-{}T{}:{}:{}", s(0, 4), s(4, 6), s(6, 8), s(8, 10), s(10, 12), s(12, 14))
+    format!(
+        "{}-{}-{}T{}:{}:{}",
+        s(0, 4),
+        s(4, 6),
+        s(6, 8),
+        s(8, 10),
+        s(10, 12),
+        s(12, 14)
+    )
 }
 
 fn hostname() -> String {

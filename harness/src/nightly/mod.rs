@@ -191,7 +191,7 @@ async fn campaign(a: CampaignArgs) -> anyhow::Result<u8> {
         stopped: vec![],
         wall_s: 0.0,
     };
-    summary.write(&dir)?;
+    write(&summary, &dir)?;
     let budget = Duration::from_secs_f64(a.budget);
     for e in entries(&scenarios, a.generated, seed, a.shard) {
         if let Some(why) = stop_before(&summary, &e, wall.elapsed(), budget, &dir, a.disk_budget) {
@@ -226,7 +226,7 @@ async fn campaign(a: CampaignArgs) -> anyhow::Result<u8> {
         let setup_mistake = line.error.is_some() && summary.runs.iter().all(|r| r.error.is_some());
         summary.runs.push(line);
         summary.wall_s = wall.elapsed().as_secs_f64();
-        summary.write(&dir)?;
+        write(&summary, &dir)?;
         if setup_mistake {
             // The first run could not even be made: every other would fail the same way.
             let why =
@@ -238,7 +238,7 @@ async fn campaign(a: CampaignArgs) -> anyhow::Result<u8> {
         }
     }
     summary.wall_s = wall.elapsed().as_secs_f64();
-    summary.write(&dir)?;
+    write(&summary, &dir)?;
     Ok(finish(&summary, &dir, a.expect))
 }
 
@@ -288,6 +288,22 @@ fn stop_before(
         ));
     }
     None
+}
+
+/// `summary.json`, `junit.xml` and `index.html` into `dir`, each whole or not at all: a
+/// campaign killed mid-run leaves the record of every run before.
+fn write(s: &Summary, dir: &Path) -> anyhow::Result<()> {
+    results::write_json(&dir.join("summary.json"), s)?;
+    write_whole(&dir.join("junit.xml"), &junit::render(s))?;
+    write_whole(&dir.join("index.html"), &index::render(s, dir))
+}
+
+/// Write through a temporary file and rename: a reader never sees half a file.
+fn write_whole(path: &Path, text: &str) -> anyhow::Result<()> {
+    let tmp = path.with_extension("tmp");
+    std::fs::write(&tmp, text)
+        .map_err(|e| anyhow::anyhow!("cannot write {}: {e}", tmp.display()))?;
+    std::fs::rename(&tmp, path).map_err(|e| anyhow::anyhow!("cannot write {}: {e}", path.display()))
 }
 
 /// One run, judged and pruned. None when the budget ran out before it finished (dropping the
@@ -425,7 +441,11 @@ fn finish(s: &Summary, dir: &Path, expect: Option<values::Expect>) -> u8 {
         .iter()
         .map(|(name, w)| {
             let mean = w.iter().sum::<f64>() / w.len() as f64;
-            format!("{name} {:.0}/h ({:.1} s a run)", 3600.0 / mean.max(0.001), mean)
+            format!(
+                "{name} {:.0}/h ({:.1} s a run)",
+                3600.0 / mean.max(0.001),
+                mean
+            )
         })
         .collect();
     if !rates.is_empty() {
@@ -464,7 +484,7 @@ fn merge(
     };
     std::fs::create_dir_all(&out)
         .map_err(|e| anyhow::anyhow!("cannot create {}: {e}", out.display()))?;
-    merged.write(&out)?;
+    write(&merged, &out)?;
     Ok(finish(&merged, &out, expect))
 }
 

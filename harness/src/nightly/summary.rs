@@ -162,13 +162,6 @@ impl Summary {
         }
     }
 
-    /// Write `summary.json`, `junit.xml` and `index.html` into `dir` (each whole or not at all).
-    pub fn write(&self, dir: &Path) -> anyhow::Result<()> {
-        crate::results::write_json(&dir.join("summary.json"), self)?;
-        write_whole(&dir.join("junit.xml"), &super::junit::render(self))?;
-        write_whole(&dir.join("index.html"), &super::index::render(self, dir))
-    }
-
     /// Join slices of one campaign (or several campaigns): runs in campaign order, one each.
     pub fn merge(parts: Vec<Summary>) -> Summary {
         let mut campaigns = vec![];
@@ -193,12 +186,4 @@ impl Summary {
             wall_s,
         }
     }
-}
-
-/// Write through a temporary file and rename: a reader never sees half a file.
-fn write_whole(path: &Path, text: &str) -> anyhow::Result<()> {
-    let tmp = path.with_extension("tmp");
-    std::fs::write(&tmp, text)
-        .map_err(|e| anyhow::anyhow!("cannot write {}: {e}", tmp.display()))?;
-    std::fs::rename(&tmp, path).map_err(|e| anyhow::anyhow!("cannot write {}: {e}", path.display()))
 }

@@ -76,6 +76,15 @@ enum Stop {
     Bad(String),
 }
 
+/// `--renew-on-thread`: the claim renewed every third of a lease by a task of its own, on a
+/// routing connection of its own, whatever the work is doing; it ends at the first renewal
+/// that finds the claim lost (or unreachable, under `--on-renew-failure stop`). Its work is in
+/// `claim.rs`.
+struct RenewThread {
+    task: tokio::task::JoinHandle<()>,
+    state: std::sync::Arc<std::sync::Mutex<(Instant, Option<Renewal>)>>,
+}
+
 /// What a renewal found.
 #[derive(Debug, Clone, Copy)]
 enum Renewal {
@@ -185,7 +194,7 @@ pub struct Mover {
     epoch: Instant,
     pace: Pace,
     /// `--renew-on-thread`: the task renewing the claim while this box holds it.
-    renewer: Option<claim::RenewThread>,
+    renewer: Option<RenewThread>,
 }
 
 fn ms(d: Duration) -> u64 {
@@ -400,7 +409,7 @@ impl Mover {
         }
 
         if self.s.renew_on_thread && grant.lease.is_some() {
-            self.renewer = Some(claim::RenewThread::start(self.s.clone(), grant));
+            self.renewer = Some(RenewThread::start(self.s.clone(), grant));
         }
         // The job's copy clock starts when the work does (after the plan read and fencing).
         let mut cursor = Some(self.now_offset());

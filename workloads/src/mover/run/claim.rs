@@ -296,14 +296,7 @@ impl Mover {
     }
 }
 
-/// `--renew-on-thread`: the claim renewed every third of a lease by a task of its own, on a
-/// routing connection of its own, whatever the work is doing; it ends at the first renewal
-/// that finds the claim lost (or unreachable, under `--on-renew-failure stop`).
-pub(super) struct RenewThread {
-    task: tokio::task::JoinHandle<()>,
-    state: std::sync::Arc<std::sync::Mutex<(Instant, Option<Renewal>)>>,
-}
-
+/// `--renew-on-thread` (`RenewThread`, declared with the mover's other state in `run.rs`).
 impl RenewThread {
     pub(super) fn start(s: Settings, grant: Grant) -> RenewThread {
         let state = std::sync::Arc::new(std::sync::Mutex::new((grant.believed_from, None)));
