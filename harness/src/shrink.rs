@@ -275,6 +275,8 @@ async fn smaller_faults(
                 if s.with_faults_ok(&cand) {
                     let t = s.trial(&cand, &what).await?;
                     if s.kept(&t) {
+                        let was = original_note(&best.0[i]);
+                        cand[i].note = Some(format!("{was} [chaos shrink: {what}]"));
                         best = (cand, t);
                         smaller = true;
                         break;
@@ -287,6 +289,15 @@ async fn smaller_faults(
         }
     }
     Ok(best)
+}
+
+/// A fault's note without what an earlier shrink step added to it.
+fn original_note(f: &Fault) -> String {
+    let note = f.note.clone().unwrap_or_else(|| f.kind.verb().to_string());
+    note.split(" [chaos shrink:")
+        .next()
+        .unwrap_or_default()
+        .to_string()
 }
 
 impl Search {

@@ -278,7 +278,12 @@ fn stop_before(
             guess
         ));
     }
-    let used = disk_usage(dir);
+    // Checked after each run: the first always runs.
+    let used = if s.runs.is_empty() {
+        0
+    } else {
+        disk_usage(dir)
+    };
     if used >= disk_budget {
         return Some(format!(
             "the disk budget of {} is reached: {} holds {}",
@@ -431,7 +436,11 @@ fn finish(s: &Summary, dir: &Path, expect: Option<values::Expect>) -> u8 {
         (None, _) => 3,
         (Some(v), e) => run::exit_code(v, e.map(Into::into)),
     };
-    let said = verdict.map_or("HARNESS FAILED".to_string(), |v| format!("{v:?}"));
+    let said = match verdict {
+        Some(v) => format!("{v:?}"),
+        None if c.runs == 0 => "nothing was judged".to_string(),
+        None => "HARNESS FAILED".to_string(),
+    };
     // What this machine does in an hour, scenario by scenario, from the runs themselves.
     let mut walls: std::collections::BTreeMap<&str, Vec<f64>> = Default::default();
     for r in s.runs.iter().filter(|r| r.error.is_none()) {
