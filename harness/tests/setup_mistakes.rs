@@ -244,3 +244,43 @@ fn a_busy_proxy_port_is_named_with_its_holder() {
     );
     drop(held);
 }
+
+/// A scenario that names a box, a shard or a link the cluster does not have is refused before
+/// anything starts: one line naming the file, the fault and what does exist.
+#[test]
+fn a_scenario_naming_a_box_or_shard_that_does_not_exist_is_refused() {
+    let dir = temp_dir("bad-names");
+    let base = std::fs::read_to_string(repo().join("scenarios/gc-pause.toml")).unwrap();
+    let cases = [
+        (
+            base.replace("target = \"holder\"", "target = \"box-9\""),
+            "unknown box 'box-9' (known: box-1, box-2, box-3, box-4)",
+        ),
+        (
+            format!("{base}\n[[fault]]\nat = \"12:00:10\"\nfor_s = 5\nkind = \"latency\"\nlink = \"box-2->shard7\"\nlatency_ms = 5\n"),
+            "unknown link 'box-2->shard7'",
+        ),
+        (
+            format!("{base}\n[[fault]]\nat = \"12:00:10\"\nfor_s = 5\nkind = \"stop\"\ntarget = \"shard4\"\n"),
+            "unknown node 'shard4'",
+        ),
+    ];
+    for (i, (text, needle)) in cases.iter().enumerate() {
+        let path = dir.join(format!("bad-{i}.toml"));
+        std::fs::write(&path, text).unwrap();
+        let out = chaos_args(&[
+            "run",
+            path.to_str().unwrap(),
+            "--results",
+            dir.join("results").to_str().unwrap(),
+        ]);
+        let stderr = String::from_utf8_lossy(&out.stderr);
+        assert_eq!(out.status.code(), Some(3), "{needle}: {stderr}");
+        assert_eq!(stderr.trim().lines().count(), 1, "one line: {stderr}");
+        assert!(
+            stderr.contains(needle) && stderr.contains(path.to_str().unwrap()),
+            "'{needle}' in: {stderr}"
+        );
+    }
+    assert!(!dir.join("results").exists(), "nothing was started");
+}
