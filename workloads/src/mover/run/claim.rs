@@ -3,6 +3,10 @@
 
 use super::*;
 
+/// The shortest renewal attempt, even when the retry budget is spent (capped by the routing
+/// timeout).
+const LAST_TRY: Duration = Duration::from_millis(200);
+
 impl Mover {
     /// Poll `claim_acquire` every CHAOS_POLL_MS until it hands this box a token.
     pub(super) async fn poll_acquire(&mut self) -> Grant {
@@ -175,9 +179,11 @@ impl Mover {
         let mut backoff = self.backoff(budget);
         let full_timeout = self.s.routing_timeout;
         let last_error = loop {
-            // No attempt may outlast the budget (at least a short try even when it is spent).
+            // No attempt may outlast the budget, but even a spent one gets a real try: its
+            // answer ("somebody else holds it") is how a holder whose lease ran out while it
+            // was paused learns it lost, and a busy machine answers in tens of ms, not one.
             self.routing.timeout =
-                full_timeout.min(backoff.remaining().max(Duration::from_millis(20)));
+                full_timeout.min(backoff.remaining().max(LAST_TRY));
             let sent = Instant::now();
             let outcome = self
                 .routing
