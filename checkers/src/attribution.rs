@@ -414,6 +414,7 @@ mod tests {
             ],
         );
         let audit = Audit {
+            object_writes: Vec::new(),
             shard_writes: vec![
                 write("shard2", "box-2", WriteOp::Insert, 22, Some(6)),
                 // After box 2 wrote on shard2: box 1 (released 5) and an unknown older token.

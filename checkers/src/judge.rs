@@ -6,7 +6,7 @@ use crate::stats::{GrantStat, Stats};
 use crate::times::{format_ms, round_s, scenario_ms};
 use crate::writes::{attribute, TurbineWrites};
 use crate::{attribution, fencing, grants, lease, liveness, rows, stall, Anomaly, Verdict};
-use chaos_history::{Audit, ClaimChange, FinalState, RunMeta, ShardWrite, WriteOp};
+use chaos_history::{Audit, ClaimChange, FinalState, RunMeta, ShardWrite, System, WriteOp};
 use std::borrow::Cow;
 use std::collections::HashSet;
 
@@ -36,6 +36,9 @@ fn judge(
         reasons.push(why);
     }
     let audit = audit.as_ref().map(|(a, _)| a.as_ref());
+    if meta.system != System::Mover {
+        return crate::designs::judge(&fold, meta, audit, final_state, reasons);
+    }
     let readings_unanswered = fold.settle_in_flight();
     let mut stats = Stats {
         events: fold.events,
@@ -197,6 +200,32 @@ fn rows_stats(r: &rows::RowsOutcome, stats: &mut Stats) {
     stats.values_checked_rows = r.values_checked;
 }
 
+/// The lock service's own promise, whatever the system: every grant in the stats, and the
+/// grants valid at once (`overlapping-grants`).
+pub(crate) fn lock_promise(meta: &RunMeta, claims: &Claims, stats: &mut Stats) -> Option<Anomaly> {
+    let clock = &meta.clock;
+    stats.grants = claims
+        .grants
+        .iter()
+        .map(|g| {
+            let ms = scenario_ms(clock, g.commit_unix_ns);
+            GrantStat {
+                holder: g.holder.clone(),
+                token: g.token,
+                scenario_ms: ms,
+                time: format_ms(ms),
+                last_expiry_scenario_ms: scenario_ms(clock, g.last_expiry()),
+                released: g.released_unix_ns.is_some(),
+            }
+        })
+        .collect();
+    let overlapping = claims.overlaps();
+    stats.overlapping_grants = overlapping.len() as u64;
+    stats.overlapping_grants_s =
+        round_s(overlapping.iter().map(|o| grants::overlap_s(o, meta)).sum());
+    grants::overlap_anomaly(&overlapping, claims, meta)
+}
+
 /// Every check that needs the audit: the lock's promise, attribution,
 /// fencing, the lease, vacancy and stalls. Returns the anomalies and the
 /// reasons (unattributed writes) that make the verdict `unknown`. `rows`
@@ -220,27 +249,7 @@ fn judge_audit(
         .iter()
         .filter(|a| a.borrowed && matches!(a.write.op, WriteOp::Insert | WriteOp::Delete))
         .count() as u64;
-    stats.grants = claims
-        .grants
-        .iter()
-        .map(|g| {
-            let ms = scenario_ms(clock, g.commit_unix_ns);
-            GrantStat {
-                holder: g.holder.clone(),
-                token: g.token,
-                scenario_ms: ms,
-                time: format_ms(ms),
-                last_expiry_scenario_ms: scenario_ms(clock, g.last_expiry()),
-                released: g.released_unix_ns.is_some(),
-            }
-        })
-        .collect();
-
-    let overlapping = claims.overlaps();
-    stats.overlapping_grants = overlapping.len() as u64;
-    stats.overlapping_grants_s =
-        round_s(overlapping.iter().map(|o| grants::overlap_s(o, meta)).sum());
-    anomalies.extend(grants::overlap_anomaly(&overlapping, &claims, meta));
+    anomalies.extend(lock_promise(meta, &claims, stats));
 
     // Writes no grant can be named for: never skipped, the reasons say what to set.
     let unattributed = attribution::unattributed(&writes, &claims, rows);
@@ -319,6 +328,8 @@ mod tests {
             value: serde_json::json!({"shard": "shard1", "ts_ms": 0, "turbines": ["T1"]}),
         };
         let final_state = FinalState {
+            payments: Vec::new(),
+            config: None,
             shards: vec![ShardTurbineRuns {
                 shard: "shard1".into(),
                 turbine: "T1".into(),
@@ -334,6 +345,7 @@ mod tests {
             missing: Vec::new(),
         };
         let audit = Audit {
+            object_writes: Vec::new(),
             complete: true,
             ..Audit::default()
         };

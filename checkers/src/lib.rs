@@ -11,12 +11,15 @@
 mod attribution;
 mod bench;
 mod claims;
+mod designs;
 mod fencing;
 mod fold;
 mod grants;
 mod judge;
 mod lease;
 mod liveness;
+mod objects;
+mod payout;
 mod readings;
 mod rows;
 mod stall;

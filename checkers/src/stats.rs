@@ -97,6 +97,25 @@ pub struct Stats {
     /// Audit sizes: shard writes and claim changes read.
     pub shard_writes: u64,
     pub claim_changes: u64,
+    /// The payout: publishers owed this month, payments the processor took, publishers paid
+    /// twice or more (`double-payout`) and never (`missed-payout`).
+    #[serde(default)]
+    pub payouts_owed: u64,
+    #[serde(default)]
+    pub payments: u64,
+    #[serde(default)]
+    pub double_payouts: u64,
+    #[serde(default)]
+    pub missed_payouts: u64,
+    /// The ten objects: the version a reader sees at the end (when it is one whole version),
+    /// objects not of the version most of them carry (`torn-update`), and stale object
+    /// writes accepted after a newer leader's (`interleaved-update`).
+    #[serde(default)]
+    pub live_version: Option<i64>,
+    #[serde(default)]
+    pub torn_objects: u64,
+    #[serde(default)]
+    pub interleaved_writes: u64,
 }
 
 /// One grant of the claim.

@@ -57,6 +57,17 @@ pub enum AnomalyClass {
     JobNotFinished,
     /// A write the resource refused (fencing worked): evidence, not a fault.
     StaleWriteRefused,
+    /// A publisher paid more than once for one month (the payout: a retaken job re-sent a
+    /// payment the processor could not refuse).
+    DoublePayout,
+    /// A publisher never paid for the month (the payout's liveness: at-most-once left the job
+    /// half done).
+    MissedPayout,
+    /// The objects a reader sees at the end are not one leader's complete version.
+    TornUpdate,
+    /// An older leader's object write accepted after a newer leader had written an object:
+    /// two leaders' updates interleaved on the objects.
+    InterleavedUpdate,
 }
 
 /// What an anomaly does to the verdict.
@@ -118,6 +129,10 @@ impl AnomalyClass {
             AnomalyClass::StalledHolder => "stalled-holder",
             AnomalyClass::JobNotFinished => "job-not-finished",
             AnomalyClass::StaleWriteRefused => "stale-write-refused",
+            AnomalyClass::DoublePayout => "double-payout",
+            AnomalyClass::MissedPayout => "missed-payout",
+            AnomalyClass::TornUpdate => "torn-update",
+            AnomalyClass::InterleavedUpdate => "interleaved-update",
         }
     }
 }

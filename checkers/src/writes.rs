@@ -407,6 +407,7 @@ mod tests {
         let mut empty = write("", WriteOp::Delete, 60, 7, None);
         empty.rows = 0;
         let audit = Audit {
+            object_writes: Vec::new(),
             shard_writes: vec![empty, write("box-1", WriteOp::Delete, 20, 8, None)],
             claim_changes: Vec::new(),
             complete: true,
@@ -423,6 +424,7 @@ mod tests {
     fn a_data_write_carries_its_transactions_fence_token() {
         let c = claims();
         let audit = Audit {
+            object_writes: Vec::new(),
             shard_writes: vec![
                 write("", WriteOp::Fence, 60, 7, Some(9)),
                 write("", WriteOp::Insert, 60, 7, None),

@@ -166,10 +166,13 @@ pub async fn final_runs(shard: &str, url: &str) -> Result<Vec<ShardTurbineRuns>,
 /// The whole audit and final state; a node that cannot be read is named in `missing`.
 pub async fn collect(routing_url: &str, shards: &[(String, String)]) -> (Audit, FinalState) {
     let mut audit = Audit {
+        object_writes: Vec::new(),
         complete: true,
         ..Default::default()
     };
     let mut fin = FinalState {
+        payments: Vec::new(),
+        config: None,
         complete: true,
         ..Default::default()
     };

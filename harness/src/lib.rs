@@ -6,6 +6,7 @@ pub mod bench;
 pub mod bench_proxy;
 pub mod check;
 pub mod db;
+pub mod designs;
 pub mod faults;
 pub mod links;
 pub mod movers;

@@ -4,7 +4,7 @@
 
 use crate::backend::{BackendKind, Cluster, ClusterSpec};
 use crate::links::{link_target, Links};
-use crate::scenario::Scenario;
+use crate::scenario::{Scenario, System};
 use crate::setup;
 use chaos_history::SeededTurbine;
 use chaos_workloads::galewatch::Farm;
@@ -55,9 +55,17 @@ impl LinkUrls {
     }
 }
 
-/// The farm a scenario describes: how many turbines, where they live, which ones move.
+/// The farm a scenario describes: how many turbines, where they live, which ones move (none
+/// for the systems that are not the mover).
 pub fn farm(s: &Scenario) -> Farm {
     let d = &s.file.data;
+    if s.file.system != System::Mover {
+        return Farm {
+            turbines: 0,
+            seeded_turbines: 0,
+            ..Farm::ardnave_point()
+        };
+    }
     Farm {
         turbines: d.turbines,
         seeded_turbines: d.seeded_turbines,
@@ -154,6 +162,14 @@ impl Testbed {
         for r in futures_util::future::join_all(loads).await {
             r.map_err(anyhow::Error::msg)?;
         }
+        let shards: Vec<(String, String)> = self
+            .shards()
+            .iter()
+            .map(|n| (n.clone(), self.cluster.admin_url(n)))
+            .collect();
+        crate::designs::install(scenario, &self.cluster.admin_url("routing"), &shards)
+            .await
+            .map_err(anyhow::Error::msg)?;
         Ok(seeded)
     }
 }

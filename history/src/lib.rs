@@ -4,6 +4,7 @@
 //! holds plain data, the scenario clock, a thread-safe JSONL writer and a reader.
 
 mod clock;
+mod designs;
 mod op;
 mod operation;
 mod reader;
@@ -13,6 +14,10 @@ mod view;
 mod writer;
 
 pub use clock::ScenarioClock;
+pub use designs::{
+    ConfigObject, ConfigPointer, ConfigState, ObjectWrite, ObjectWriteKind, ObjectsMeta, Payee,
+    Payment, PayoutMeta, System,
+};
 pub use op::{Op, OpType};
 pub use operation::{verb, Operation, Refusal};
 pub use reader::{read_history, HistoryReader};

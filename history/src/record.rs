@@ -16,6 +16,7 @@
 //!   `latency`|`bandwidth`|`down`|`timeout`|`reset_peer`/`heal`, `clock`,
 //!   value `{target, ..., scheduled_ms, lag_real_us}`.
 
+use crate::designs::{ConfigState, ObjectWrite, ObjectsMeta, Payment, PayoutMeta, System};
 use crate::{Op, Run, ScenarioClock};
 use serde::{Deserialize, Serialize};
 use std::collections::BTreeMap;
@@ -48,6 +49,15 @@ pub struct SeededTurbine {
 pub struct RunMeta {
     pub scenario: String,
     pub seed: u64,
+    /// The system the run tested (runs stored before there was a choice tested the mover).
+    #[serde(default)]
+    pub system: System,
+    /// What a payout run owed (system `payout`).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub payout: Option<PayoutMeta>,
+    /// How the objects were laid out (system `ten-objects`).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub objects: Option<ObjectsMeta>,
     pub clock: ScenarioClock,
     /// The job's name, the key of its claim row.
     pub job: String,
@@ -127,6 +137,9 @@ pub struct ClaimChange {
 pub struct Audit {
     pub shard_writes: Vec<ShardWrite>,
     pub claim_changes: Vec<ClaimChange>,
+    /// Every committed write to an object or the pointer (system `ten-objects`).
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub object_writes: Vec<ObjectWrite>,
     /// False when some database could not be read at the end.
     pub complete: bool,
     #[serde(default)]
@@ -163,6 +176,12 @@ pub struct ValueCheck {
 #[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize)]
 pub struct FinalState {
     pub shards: Vec<ShardTurbineRuns>,
+    /// The processor's ledger (system `payout`).
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub payments: Vec<Payment>,
+    /// The objects, the pointer and the versions beside them (system `ten-objects`).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub config: Option<ConfigState>,
     pub complete: bool,
     #[serde(default)]
     pub missing: Vec<String>,

@@ -239,6 +239,7 @@ pub fn demo_input() -> DemoRun {
         clock,
         ops: Vec::new(),
         audit: Audit {
+            object_writes: Vec::new(),
             complete: true,
             ..Default::default()
         },
@@ -523,6 +524,9 @@ pub fn demo_input() -> DemoRun {
     .map(|(k, v)| (k.to_string(), v.to_string()))
     .collect();
     let meta = RunMeta {
+        system: Default::default(),
+        payout: None,
+        objects: None,
         scenario: "april".into(),
         seed: 20260413,
         clock,

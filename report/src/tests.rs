@@ -21,6 +21,9 @@ fn clock() -> ScenarioClock {
 
 fn meta(end_s: i64) -> RunMeta {
     RunMeta {
+        system: Default::default(),
+        payout: None,
+        objects: None,
         scenario: "synthetic".into(),
         seed: 7,
         clock: clock(),
@@ -223,6 +226,7 @@ fn synthetic() -> (RunMeta, Vec<Op>, Audit, Verdict) {
     }
     h.0.sort_by_key(|op| op.time_ns);
     let audit = Audit {
+        object_writes: Vec::new(),
         shard_writes: Vec::new(),
         claim_changes: vec![
             claim(0.05, "box-1", 5, 10.0),

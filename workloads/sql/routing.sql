@@ -106,9 +106,43 @@ begin
     insert into chaos_claim_audit (job, holder, token, expires_at, app, xid)
     values (new.job, new.holder, 0, 'infinity',
             coalesce(current_setting('application_name', true), ''), txid_current());
+    -- The winner is the holder for a trigger too (`by = "holder"`).
+    perform pg_notify('chaos_claims', json_build_object(
+        'holder', new.holder, 'token', 0)::text);
     return null;
 end $$;
 
 drop trigger if exists chaos_job_runs_audit on job_runs;
 create trigger chaos_job_runs_audit after insert on job_runs
     for each row execute function chaos_job_runs_audit_fn();
+
+-- The ten objects (system `ten-objects`): where each object lives (object 0 is the pointer),
+-- and the job's done marker: the version a leader finished publishing.
+create table if not exists config_layout (
+    object_id int primary key,
+    shard     text not null
+);
+create table if not exists config_published (
+    job     text primary key,
+    version bigint not null,
+    holder  text not null
+);
+
+-- Lesson 007's payout (system `payout`): the month's plan and the payer's own record of what it
+-- has sent. Everything here is safe to run twice; the send itself (a row of the processor's
+-- ledger, processor.sql) is not. The election is `claims` (lease) or `job_runs` (unique).
+create table if not exists payout_plan (
+    position     int primary key,
+    publisher    text not null,
+    month        text not null,
+    amount_cents bigint not null,
+    -- The shard that plays the card processor.
+    processor    text not null
+);
+create table if not exists payout_progress (
+    publisher text not null,
+    month     text not null,
+    paid_by   text not null,
+    token     bigint not null,
+    primary key (publisher, month)
+);

@@ -1,5 +1,6 @@
-//! The workload: the schema the mover protocol promises, and the reference mover (`mover`, run by `bin/mover.rs`).
+//! The workload: the schema the protocols promise, the reference mover (`mover`, run by `bin/mover.rs`) and the seed's other designs (`designs`: `bin/payer.rs`, `bin/updater.rs`).
 
+pub mod designs;
 pub mod galewatch;
 pub mod ingest;
 pub mod mover;

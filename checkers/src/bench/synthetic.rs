@@ -491,6 +491,9 @@ pub(super) fn synthesize(events: u64) -> Synthetic {
         seeded_run.len() as i64,
     );
     let meta = RunMeta {
+        system: Default::default(),
+        payout: None,
+        objects: None,
         scenario: "bench".into(),
         seed: 0,
         clock,
@@ -510,12 +513,15 @@ pub(super) fn synthesize(events: u64) -> Synthetic {
     Synthetic {
         meta,
         audit: Audit {
+            object_writes: Vec::new(),
             shard_writes: movers.shard_writes,
             claim_changes: movers.claim_changes,
             complete: true,
             missing: Vec::new(),
         },
         final_state: FinalState {
+            payments: Vec::new(),
+            config: None,
             shards: final_shards,
             complete: true,
             missing: Vec::new(),

@@ -67,6 +67,7 @@ pub fn meta(dir: &Path, history: &Path) -> anyhow::Result<RunMeta> {
         .max(start_scenario_ms);
     let ms = |v: &Value| v.as_f64().map_or(0, |s| (s * 1000.0) as i64);
     Ok(RunMeta {
+        system: Default::default(), payout: None, objects: None,
         scenario: name,
         seed,
         clock,

@@ -2,29 +2,51 @@
 
 use crate::backend::{MoverProgram, MoverSpec};
 use crate::faults::clock;
-use crate::scenario::{self, MoverSection, Scenario};
+use crate::scenario::{self, Scenario, ScenarioFile, System};
 use crate::testbed::LinkUrls;
 use chaos_workloads::mover::switch_name;
 use std::collections::BTreeMap;
 use std::path::{Path, PathBuf};
 use std::time::Duration;
 
-/// The reference mover: beside this binary.
-pub fn reference_mover() -> anyhow::Result<PathBuf> {
+/// The system's reference program (`mover`, `payer`, `updater`): beside this binary.
+pub fn reference_program(system: System) -> anyhow::Result<PathBuf> {
+    let name = match system {
+        System::Payout => "payer",
+        System::TenObjects => "updater",
+        System::Mover | System::Failover => "mover",
+    };
     let exe = std::env::current_exe()?;
     let dir = exe
         .parent()
         .ok_or_else(|| anyhow::anyhow!("no folder for {}", exe.display()))?;
-    for candidate in [dir.join("mover"), dir.join("../mover")] {
+    for candidate in [dir.join(name), dir.join("..").join(name)] {
         if candidate.is_file() {
             return Ok(candidate);
         }
     }
-    anyhow::bail!("the reference mover is not built beside {}: run `cargo build --release -p chaos-workloads` (or give --mover-cmd)", exe.display())
+    anyhow::bail!("the reference {name} is not built beside {}: run `cargo build --release -p chaos-workloads` (or give --mover-cmd)", exe.display())
 }
 
-/// The reference mover's argv for the scenario's switches.
-pub fn reference_args(m: &MoverSection) -> Vec<String> {
+/// The reference program's argv for the scenario's switches.
+pub fn reference_args(s: &ScenarioFile) -> Vec<String> {
+    let m = &s.mover;
+    match s.system {
+        System::Payout => {
+            let mut args = vec!["--election".to_string(), switch_name(m.election)];
+            if s.payout.idempotent {
+                args.push("--idempotent".into());
+            }
+            args.extend(m.args.iter().cloned());
+            return args;
+        }
+        System::TenObjects => {
+            let mut args = vec!["--fence".to_string(), switch_name(s.objects.fence)];
+            args.extend(m.args.iter().cloned());
+            return args;
+        }
+        System::Mover | System::Failover => {}
+    }
     let mut args = vec![
         "--fencing".to_string(),
         switch_name(m.fencing),
@@ -53,6 +75,32 @@ pub fn settings(s: &Scenario) -> BTreeMap<String, String> {
         .command
         .clone()
         .unwrap_or_else(|| "reference mover".into());
+    match s.file.system {
+        System::Payout => {
+            return BTreeMap::from([
+                ("system".into(), "payout".into()),
+                ("election".into(), switch_name(m.election)),
+                ("idempotent".into(), s.file.payout.idempotent.to_string()),
+                ("command".into(), command),
+                ("lease_s".into(), l.lease_s.to_string()),
+                ("poll_s".into(), l.poll_s.to_string()),
+                ("payment_s".into(), l.copy_s.to_string()),
+                ("time_scale_ms".into(), s.file.time_scale_ms.to_string()),
+            ])
+        }
+        System::TenObjects => {
+            return BTreeMap::from([
+                ("system".into(), "ten-objects".into()),
+                ("objects_fence".into(), switch_name(s.file.objects.fence)),
+                ("command".into(), command),
+                ("lease_s".into(), l.lease_s.to_string()),
+                ("poll_s".into(), l.poll_s.to_string()),
+                ("object_s".into(), l.copy_s.to_string()),
+                ("time_scale_ms".into(), s.file.time_scale_ms.to_string()),
+            ])
+        }
+        System::Mover | System::Failover => {}
+    }
     BTreeMap::from([
         ("fencing".into(), switch_name(m.fencing)),
         ("on_renew_failure".into(), switch_name(m.on_renew_failure)),
@@ -84,8 +132,8 @@ pub fn specs(
     let program = match &s.mover.command {
         Some(cmd) => MoverProgram::Shell(cmd.clone()),
         None => MoverProgram::Exec {
-            program: reference_mover()?,
-            args: reference_args(&s.mover),
+            program: reference_program(s.system)?,
+            args: reference_args(s),
         },
     };
     let clocked = clock::clocked_boxes(scenario);

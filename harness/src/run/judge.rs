@@ -35,7 +35,11 @@ pub fn meta(
     } else {
         None
     };
+    let (payout, objects) = crate::designs::meta(scenario);
     RunMeta {
+        system: s.system,
+        payout,
+        objects,
         scenario: s.name.clone(),
         seed: s.seed,
         clock,

@@ -214,7 +214,9 @@ impl Live {
                     .iter()
                     .map(|n| (n.clone(), c.admin_url(n)))
                     .collect();
-                audit::collect(&c.admin_url("routing"), &shards).await
+                let (mut audit, mut fin) = audit::collect(&c.admin_url("routing"), &shards).await;
+                crate::designs::read_back(&self.scenario, &shards, &mut audit, &mut fin).await;
+                (audit, fin)
             };
             let (events, dropped) = self.history.finish()?;
             Some(Finals {
@@ -272,7 +274,7 @@ fn start_ingest(
     stop: &Arc<AtomicBool>,
 ) -> Vec<tokio::task::JoinHandle<IngestStats>> {
     let s = &scenario.file;
-    if s.data.ingest_every_s <= 0.0 {
+    if s.data.ingest_every_s <= 0.0 || s.system != crate::scenario::System::Mover {
         return vec![];
     }
     let config = IngestConfig {

@@ -61,6 +61,12 @@ pub fn resolve(opts: &RunOptions) -> anyhow::Result<Scenario> {
     if let Some(v) = opts.election {
         m.election = v;
     }
+    if opts.idempotent {
+        file.payout.idempotent = true;
+    }
+    if let Some(v) = opts.objects_fence {
+        file.objects.fence = v;
+    }
     if let Some(v) = &opts.mover_cmd {
         m.command = Some(v.clone());
     }
@@ -206,7 +212,7 @@ pub async fn run(opts: &RunOptions) -> anyhow::Result<RunOutcome> {
 /// without libfaketime, a link trigger where the harness cannot read the links.
 fn preflight(scenario: &Scenario, opts: &RunOptions) -> anyhow::Result<BackendKind> {
     if scenario.file.mover.command.is_none() {
-        boxes::reference_mover()?;
+        boxes::reference_program(scenario.file.system)?;
     }
     clock::check_installed(scenario)?;
     let backend = opts.backend.unwrap_or(BackendKind::Process);

@@ -16,6 +16,10 @@ pub struct RunOptions {
     pub check_expiry_before_write: bool,
     pub renew_on_thread: bool,
     pub election: Option<scenario::Election>,
+    /// System payout: payments carry an idempotency key (overrides `[payout] idempotent`).
+    pub idempotent: bool,
+    /// System ten-objects: the updater's design (overrides `[objects] fence`).
+    pub objects_fence: Option<scenario::ObjectsFence>,
     pub lease_s: Option<f64>,
     pub seed: Option<u64>,
     pub mover_cmd: Option<String>,

@@ -26,6 +26,12 @@ pub struct SutArgs {
     /// lease (claim with expiry) or unique (lesson 007's at-most-once insert).
     #[arg(long, value_enum)]
     pub election: Option<scenario::Election>,
+    /// The payout (system payout): send each payment with an idempotency key the processor refuses to see twice.
+    #[arg(long)]
+    pub idempotent: bool,
+    /// The ten objects (system ten-objects): off, write (each object write guarded by its token), grant (and all ten fenced when the claim is taken) or pointer (a version written beside the live one, then one pointer flipped by compare-and-set).
+    #[arg(long, value_enum)]
+    pub objects_fence: Option<scenario::ObjectsFence>,
     /// Lease length in scenario time, e.g. 60s, 5s, 1m.
     #[arg(long, value_parser = values::lease_s, allow_hyphen_values = true)]
     pub lease: Option<f64>,
@@ -66,6 +72,8 @@ impl SutArgs {
             check_expiry_before_write: self.check_expiry_before_write,
             renew_on_thread: self.renew_on_thread,
             election: self.election,
+            idempotent: self.idempotent,
+            objects_fence: self.objects_fence,
             lease_s: self.lease,
             seed,
             mover_cmd: self.mover_cmd.clone(),
@@ -88,6 +96,8 @@ impl SutArgs {
             || self.check_expiry_before_write
             || self.renew_on_thread
             || self.election.is_some()
+            || self.idempotent
+            || self.objects_fence.is_some()
             || self.lease.is_some()
             || self.mover_cmd.is_some()
             || self.mover_ready.is_some()

@@ -131,7 +131,7 @@ enum Wrote {
 }
 
 /// Block until the harness writes a line into the gate fifo (or closes it).
-async fn wait_at_gate(gate: &std::path::Path) -> Result<(), String> {
+pub(crate) async fn wait_at_gate(gate: &std::path::Path) -> Result<(), String> {
     let path = gate.to_path_buf();
     tokio::task::spawn_blocking(move || {
         use std::io::Read;

@@ -182,8 +182,7 @@ impl Mover {
             // No attempt may outlast the budget, but even a spent one gets a real try: its
             // answer ("somebody else holds it") is how a holder whose lease ran out while it
             // was paused learns it lost, and a busy machine answers in tens of ms, not one.
-            self.routing.timeout =
-                full_timeout.min(backoff.remaining().max(LAST_TRY));
+            self.routing.timeout = full_timeout.min(backoff.remaining().max(LAST_TRY));
             let sent = Instant::now();
             let outcome = self
                 .routing
