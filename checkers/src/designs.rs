@@ -2,7 +2,7 @@
 
 use crate::claims::Claims;
 use crate::fold::HistoryFold;
-use crate::judge::lock_promise;
+use crate::grants::lock_promise;
 use crate::stats::Stats;
 use crate::{fencing, objects, payout, Verdict};
 use chaos_history::{Audit, FinalState, RunMeta, System};

@@ -1,6 +1,7 @@
 //! The lock service's own promise: no grant while another is unexpired, by the routing db's commit times and the expiries its audit showed at that moment (`overlapping-grants`).
 
 use crate::claims::{Claims, GrantOverlap};
+use crate::stats::{GrantStat, Stats};
 use crate::times::{format_ms, round_s, scenario_ms, scenario_s_between};
 use crate::{Anomaly, AnomalyClass, Severity};
 use chaos_history::RunMeta;
@@ -125,4 +126,29 @@ pub fn overlap_anomaly(
         format!("the lock handed out overlapping grants: {line}{more}"),
         json!({ "overlaps": overlaps.iter().map(|o| describe(o).1).collect::<Vec<_>>() }),
     ))
+}
+
+/// The lock service's own promise, whatever the system: every grant in the stats, and the
+/// grants valid at once (`overlapping-grants`).
+pub(crate) fn lock_promise(meta: &RunMeta, claims: &Claims, stats: &mut Stats) -> Option<Anomaly> {
+    let clock = &meta.clock;
+    stats.grants = claims
+        .grants
+        .iter()
+        .map(|g| {
+            let ms = scenario_ms(clock, g.commit_unix_ns);
+            GrantStat {
+                holder: g.holder.clone(),
+                token: g.token,
+                scenario_ms: ms,
+                time: format_ms(ms),
+                last_expiry_scenario_ms: scenario_ms(clock, g.last_expiry()),
+                released: g.released_unix_ns.is_some(),
+            }
+        })
+        .collect();
+    let overlapping = claims.overlaps();
+    stats.overlapping_grants = overlapping.len() as u64;
+    stats.overlapping_grants_s = round_s(overlapping.iter().map(|o| overlap_s(o, meta)).sum());
+    overlap_anomaly(&overlapping, claims, meta)
 }

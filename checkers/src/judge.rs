@@ -2,8 +2,8 @@
 
 use crate::claims::Claims;
 use crate::fold::HistoryFold;
-use crate::stats::{GrantStat, Stats};
-use crate::times::{format_ms, round_s, scenario_ms};
+use crate::stats::Stats;
+use crate::times::format_ms;
 use crate::writes::{attribute, TurbineWrites};
 use crate::{attribution, fencing, grants, lease, liveness, rows, stall, Anomaly, Verdict};
 use chaos_history::{Audit, ClaimChange, FinalState, RunMeta, ShardWrite, System, WriteOp};
@@ -200,32 +200,6 @@ fn rows_stats(r: &rows::RowsOutcome, stats: &mut Stats) {
     stats.values_checked_rows = r.values_checked;
 }
 
-/// The lock service's own promise, whatever the system: every grant in the stats, and the
-/// grants valid at once (`overlapping-grants`).
-pub(crate) fn lock_promise(meta: &RunMeta, claims: &Claims, stats: &mut Stats) -> Option<Anomaly> {
-    let clock = &meta.clock;
-    stats.grants = claims
-        .grants
-        .iter()
-        .map(|g| {
-            let ms = scenario_ms(clock, g.commit_unix_ns);
-            GrantStat {
-                holder: g.holder.clone(),
-                token: g.token,
-                scenario_ms: ms,
-                time: format_ms(ms),
-                last_expiry_scenario_ms: scenario_ms(clock, g.last_expiry()),
-                released: g.released_unix_ns.is_some(),
-            }
-        })
-        .collect();
-    let overlapping = claims.overlaps();
-    stats.overlapping_grants = overlapping.len() as u64;
-    stats.overlapping_grants_s =
-        round_s(overlapping.iter().map(|o| grants::overlap_s(o, meta)).sum());
-    grants::overlap_anomaly(&overlapping, claims, meta)
-}
-
 /// Every check that needs the audit: the lock's promise, attribution,
 /// fencing, the lease, vacancy and stalls. Returns the anomalies and the
 /// reasons (unattributed writes) that make the verdict `unknown`. `rows`
@@ -249,7 +223,7 @@ fn judge_audit(
         .iter()
         .filter(|a| a.borrowed && matches!(a.write.op, WriteOp::Insert | WriteOp::Delete))
         .count() as u64;
-    anomalies.extend(lock_promise(meta, &claims, stats));
+    anomalies.extend(grants::lock_promise(meta, &claims, stats));
 
     // Writes no grant can be named for: never skipped, the reasons say what to set.
     let unattributed = attribution::unattributed(&writes, &claims, rows);

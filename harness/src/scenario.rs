@@ -3,10 +3,12 @@
 use chaos_history::ScenarioClock;
 pub use chaos_history::System;
 use chaos_nemesis::{Fault, FaultKind, RandomProfile, Topology};
-pub use chaos_workloads::designs::objects::ObjectsFence;
 pub use chaos_workloads::mover::{Election, Fencing, OnLost, OnRenewFailure};
 use serde::{Deserialize, Serialize};
 use std::path::{Path, PathBuf};
+
+mod designs;
+pub use designs::{ObjectsFence, ObjectsSection, PayoutSection};
 
 /// The least real time a generated database stop or crash, or mover kill, lasts (see
 /// `chaos_nemesis::RandomProfile::restart_min_ms`): Postgres restarted in 50-110 ms after a
@@ -177,50 +179,6 @@ pub struct MoverSection {
     /// How long a mover may take to connect and wait at its gate, REAL seconds (a setup
     /// bound, not scenario time): past it the run is refused before the clock starts.
     pub ready_timeout_real_s: f64,
-}
-
-/// System `payout` (lesson 007): the publishers owed this month, paid one by one to a card
-/// processor (a shard's ledger) that cannot keep score.
-#[derive(Debug, Clone, Serialize, Deserialize)]
-#[serde(deny_unknown_fields, default)]
-pub struct PayoutSection {
-    pub publishers: u32,
-    /// The month being paid, `YYYY-MM`.
-    pub month: String,
-    /// Payments carry an idempotency key the processor refuses to see twice (lesson 019).
-    pub idempotent: bool,
-    /// The shard that plays the card processor.
-    pub processor: String,
-}
-
-impl Default for PayoutSection {
-    fn default() -> Self {
-        PayoutSection {
-            publishers: 40,
-            month: "2026-03".into(),
-            idempotent: false,
-            processor: "shard1".into(),
-        }
-    }
-}
-
-/// System `ten-objects`: a configuration of `count` objects spread over the shards (object
-/// `i` on shard `(i - 1) % shards + 1`, the pointer on shard1), and the reference updater's
-/// fencing design.
-#[derive(Debug, Clone, Serialize, Deserialize)]
-#[serde(deny_unknown_fields, default)]
-pub struct ObjectsSection {
-    pub count: u32,
-    pub fence: ObjectsFence,
-}
-
-impl Default for ObjectsSection {
-    fn default() -> Self {
-        ObjectsSection {
-            count: 10,
-            fence: ObjectsFence::Off,
-        }
-    }
 }
 
 /// How a user's mover says "connected, ready" (the reference mover always reads its gate).
@@ -665,48 +623,6 @@ impl Validator {
             "0 or more",
             d.ingest_every_s,
         )
-    }
-
-    /// The seed's other designs: their own sections, checked only for the system that uses them.
-    fn design(&self, file: &ScenarioFile) -> Result<(), ScenarioError> {
-        match file.system {
-            System::Payout => {
-                let p = &file.payout;
-                self.within(
-                    "payout.publishers",
-                    (1..=10_000).contains(&p.publishers),
-                    "1 to 10000",
-                    p.publishers,
-                )?;
-                let month_ok = p.month.len() == 7
-                    && p.month.as_bytes()[4] == b'-'
-                    && parse_date(&format!("{}-01", p.month)).is_some();
-                if !month_ok {
-                    return Err(self.field(
-                        "payout.month",
-                        format!("'{}' is not a month YYYY-MM", p.month),
-                    ));
-                }
-                let topology = Topology::new(file.cluster.boxes, file.cluster.shards);
-                if !topology.shards().contains(&p.processor) {
-                    return Err(self.field(
-                        "payout.processor",
-                        format!(
-                            "'{}' is not a shard of this cluster (shard1 to shard{})",
-                            p.processor, file.cluster.shards
-                        ),
-                    ));
-                }
-                Ok(())
-            }
-            System::TenObjects => self.within(
-                "objects.count",
-                (1..=100).contains(&file.objects.count),
-                "1 to 100",
-                file.objects.count,
-            ),
-            System::Mover | System::Failover => Ok(()),
-        }
     }
 
     /// One `[[fault]]`: its instant (or the moment its trigger is armed) and its duration.
