@@ -81,6 +81,10 @@ impl<'a> OpView<'a> {
                     by: field("by"),
                     ts_ms: field("ts_ms"),
                     turbines: field("turbines"),
+                    publisher: field("publisher"),
+                    repeated_key: field("repeated_key"),
+                    object: field("object"),
+                    version: field("version"),
                 }
             } else {
                 ValueFields::default()
@@ -114,6 +118,12 @@ pub struct ValueFields<'a> {
     /// An ingest batch's reading time and turbine list (an array, kept as its JSON text).
     pub ts_ms: Option<Scalar<'a>>,
     pub turbines: Option<Scalar<'a>>,
+    /// The designs' work: a payment's publisher and whether the processor refused its
+    /// repeated key; an object write's object and version.
+    pub publisher: Option<Scalar<'a>>,
+    pub repeated_key: Option<Scalar<'a>>,
+    pub object: Option<Scalar<'a>>,
+    pub version: Option<Scalar<'a>>,
 }
 
 impl<'a> ValueFields<'a> {
@@ -137,6 +147,10 @@ impl<'a> ValueFields<'a> {
             "by" => self.by.as_ref(),
             "ts_ms" => self.ts_ms.as_ref(),
             "turbines" => self.turbines.as_ref(),
+            "publisher" => self.publisher.as_ref(),
+            "repeated_key" => self.repeated_key.as_ref(),
+            "object" => self.object.as_ref(),
+            "version" => self.version.as_ref(),
             _ => None,
         }
     }
@@ -170,6 +184,10 @@ impl<'a> ValueFields<'a> {
             "by" => &mut self.by,
             "ts_ms" => &mut self.ts_ms,
             "turbines" => &mut self.turbines,
+            "publisher" => &mut self.publisher,
+            "repeated_key" => &mut self.repeated_key,
+            "object" => &mut self.object,
+            "version" => &mut self.version,
             _ => return None,
         })
     }

@@ -81,6 +81,19 @@ pub struct StoryFold {
     renew_sent: BTreeMap<String, i64>,
     // When each box took the claim, until its grant-time fences answer.
     acquired: BTreeMap<String, i64>,
+    /// The designs' work (payments, object versions), told by `designs_work`.
+    designs: DesignsWork,
+    /// What `done` finished: the mover's plan, or a design's job.
+    job_word: &'static str,
+}
+
+/// What the story remembers of the designs' work: who sent each payment first, and the
+/// newest version any box has written, with the box that wrote it.
+#[derive(Debug, Default)]
+struct DesignsWork {
+    first_payment: HashMap<String, (String, i64)>,
+    newest_version: Option<(i64, String)>,
+    begun: BTreeSet<(String, i64)>,
 }
 
 impl StoryFold {
@@ -96,6 +109,11 @@ impl StoryFold {
             last_renew: BTreeMap::new(),
             renew_sent: BTreeMap::new(),
             acquired: BTreeMap::new(),
+            designs: DesignsWork::default(),
+            job_word: match meta.system {
+                chaos_history::System::Mover => "plan",
+                _ => "job",
+            },
         }
     }
 
@@ -140,6 +158,7 @@ impl StoryFold {
             "copy" | "delete" => self.shard_work(&e),
             "exit" | "restart" => self.supervision(&e),
             "trigger" | "trigger-unfired" => self.trigger(&e),
+            "pay" | "write-object" | "flip" => self.designs_work(&e),
             _ => false,
         };
         if !claimed && !self.refusal(&e) {
@@ -160,7 +179,10 @@ impl StoryFold {
                 t,
                 format!("{p} learns it lost the claim (token {})", e.s("token")),
             ),
-            (OpType::Ok, "done") => self.tell(t, format!("{p} finds the plan done and exits")),
+            (OpType::Ok, "done") => {
+                let job = self.job_word;
+                self.tell(t, format!("{p} finds the {job} done and exits"))
+            }
             _ => return false,
         }
         true
@@ -252,6 +274,64 @@ impl StoryFold {
                 let line = format!("{p} deletes {turbine} from {}{why}", e.s("shard"));
                 self.tell_if_lost(&turbine, t, line);
             }
+            _ => return false,
+        }
+        true
+    }
+
+    /// The designs' work: a payment sent again, one the processor refused by its key, a
+    /// leader's version begun, an older version written after a newer one began, a flip.
+    fn designs_work(&mut self, e: &Event) -> bool {
+        let (t, p) = (e.t, e.p);
+        let at = |ms: i64| ScenarioClock::format(ms);
+        match (e.op.kind, &*e.op.f) {
+            (OpType::Invoke, "pay") => {
+                let publisher = e.s("publisher");
+                match self.designs.first_payment.get(&publisher).cloned() {
+                    Some((by, when)) => self.tell(
+                        t,
+                        format!(
+                            "{p} pays {publisher} again (token {}; {by} sent it at {})",
+                            e.s("token"),
+                            at(when)
+                        ),
+                    ),
+                    None => {
+                        self.designs
+                            .first_payment
+                            .insert(publisher, (p.to_string(), t));
+                    }
+                }
+            }
+            (OpType::Ok, "pay") if e.s("repeated_key") == "true" => self.tell(
+                t,
+                format!(
+                    "the processor refuses {p}'s repeated payment to {} (its idempotency key)",
+                    e.s("publisher")
+                ),
+            ),
+            (OpType::Invoke, "write-object") => {
+                let version: i64 = e.s("version").parse().unwrap_or(0);
+                if self.designs.begun.insert((p.to_string(), version)) {
+                    self.tell(
+                        t,
+                        format!(
+                            "{p} begins writing version {version} (object {} on {})",
+                            e.s("object"),
+                            e.s("shard")
+                        ),
+                    );
+                }
+                match self.designs.newest_version.clone() {
+                    Some((newest, by)) if version < newest => self.tell(t, format!("{p} sends object {} of version {version} after {by}'s version {newest} began", e.s("object"))),
+                    Some((newest, _)) if version <= newest => {}
+                    _ => self.designs.newest_version = Some((version, p.to_string())),
+                }
+            }
+            (OpType::Ok, "flip") => self.tell(
+                t,
+                format!("{p} flips the pointer to version {}", e.s("version")),
+            ),
             _ => return false,
         }
         true

@@ -431,6 +431,10 @@ impl<'a> Cursor<'a> {
                 "after_exit" => Some(&mut v.after_exit),
                 "when" => Some(&mut v.when),
                 "by" => Some(&mut v.by),
+                "publisher" => Some(&mut v.publisher),
+                "repeated_key" => Some(&mut v.repeated_key),
+                "object" => Some(&mut v.object),
+                "version" => Some(&mut v.version),
                 "turbines" => {
                     // Not an array: no list, as the fold reads it.
                     turbines = match self.peek()? {

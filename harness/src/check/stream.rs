@@ -234,7 +234,7 @@ enum Field {
 }
 
 /// The `ValueFields` a record keeps, in this order.
-const FIELDS: usize = 16;
+const FIELDS: usize = 20;
 
 /// One decoded line, owned by its batch.
 struct Rec {
@@ -337,6 +337,10 @@ impl Batch {
                 when: f(14),
                 by: f(15),
                 turbines: None,
+                publisher: f(16),
+                repeated_key: f(17),
+                object: f(18),
+                version: f(19),
             },
         )
     }
@@ -517,6 +521,10 @@ fn record(
         batch.field(&v.after_exit),
         batch.field(&v.when),
         batch.field(&v.by),
+        batch.field(&v.publisher),
+        batch.field(&v.repeated_key),
+        batch.field(&v.object),
+        batch.field(&v.version),
     ];
     // The fold reads completions, and an ingest batch's invoke too (a batch never answered
     // may have landed); other invokes it only counts.
