@@ -178,6 +178,8 @@ pub fn measure(history: &[Op], stats: &Stats, clock: &ScenarioClock) -> RunFigur
     f.rows_lost = stats.rows_lost;
     f.lost_turbines = stats.lost_turbines.len() as u64;
     f.refused_writes = stats.refused_writes;
+    f.stalled_holders = stats.stalled_holders;
+    f.stalled_holder_max_s = stats.stalled_holder_max_s;
     f.finish_s = stats
         .plan_finished_scenario_ms
         .map(|t| (t - clock.start_scenario_ms) as f64 / 1000.0);

@@ -44,6 +44,10 @@ pub struct RunFigures {
     pub rows_lost: u64,
     pub lost_turbines: u64,
     pub refused_writes: u64,
+    /// Claims renewed for more than two leases with no write by their holder
+    /// (`stalled-holder`), and the longest such stretch, scenario seconds.
+    pub stalled_holders: u64,
+    pub stalled_holder_max_s: f64,
     /// Scenario seconds from the start to the last planned turbine leaving its source; None: unfinished.
     pub finish_s: Option<f64>,
     /// The worst of the run's mover lives (each figure its own maximum), and the lives seen.

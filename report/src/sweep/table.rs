@@ -28,6 +28,8 @@ pub const COLUMNS: &[&str] = &[
     "rows_lost",
     "lost_turbines",
     "refused_writes",
+    "stalled_holders",
+    "stalled_holder_max_s",
     "finish_s",
     "unfinished_runs",
     "stall_p999_ms",
@@ -118,6 +120,10 @@ pub struct Row {
     pub rows_lost: u64,
     pub lost_turbines: u64,
     pub refused_writes: u64,
+    /// Claims renewed for over two leases with nothing written (`stalled-holder`), and the
+    /// longest, scenario seconds.
+    pub stalled_holders: u64,
+    pub stalled_holder_max_s: f64,
     pub finish_s: Option<f64>,
     pub unfinished_runs: u64,
     /// The movers' timer lateness, scenario ms and real µs (worst mover life).
@@ -186,6 +192,11 @@ pub fn row(
         rows_lost: ok.iter().map(|f| f.rows_lost).sum(),
         lost_turbines: ok.iter().map(|f| f.lost_turbines).sum(),
         refused_writes: ok.iter().map(|f| f.refused_writes).sum(),
+        stalled_holders: ok.iter().map(|f| f.stalled_holders).sum(),
+        stalled_holder_max_s: ok
+            .iter()
+            .map(|f| f.stalled_holder_max_s)
+            .fold(0.0, f64::max),
         finish_s: (!finished.is_empty())
             .then(|| finished.iter().sum::<f64>() / finished.len() as f64),
         unfinished_runs: (ok.len() - finished.len()) as u64,
@@ -242,6 +253,8 @@ pub fn csv(rows: &[Row]) -> String {
             r.rows_lost.to_string(),
             r.lost_turbines.to_string(),
             r.refused_writes.to_string(),
+            r.stalled_holders.to_string(),
+            format!("{:.1}", r.stalled_holder_max_s),
             r.finish_s.map(|x| format!("{x:.1}")).unwrap_or_default(),
             r.unfinished_runs.to_string(),
             format!("{:.1}", r.stall_p999_ms),
@@ -258,7 +271,7 @@ pub fn csv(rows: &[Row]) -> String {
 }
 
 /// The person's table's columns: each heading and the unit under it.
-const TEXT_COLUMNS: [(&str, &str); 20] = [
+const TEXT_COLUMNS: [(&str, &str); 21] = [
     ("lease", ""),
     ("fencing", ""),
     ("runs", ""),
@@ -275,6 +288,7 @@ const TEXT_COLUMNS: [(&str, &str); 20] = [
     ("wr after exp", "n (max s)"),
     ("rows lost", ""),
     ("refused", ""),
+    ("stalled", "n (max s)"),
     ("finish", "s"),
     ("stall p99.9", "ms"),
     ("stall max", "ms"),
@@ -325,6 +339,11 @@ fn text_cells(r: &Row) -> Vec<String> {
             r.rows_lost.to_string()
         },
         r.refused_writes.to_string(),
+        if r.stalled_holders > 0 {
+            format!("{} ({:.0})", r.stalled_holders, r.stalled_holder_max_s)
+        } else {
+            "0".into()
+        },
         match (r.finish_s, r.unfinished_runs) {
             (v, 0) => opt(v, 0),
             (None, u) => format!("unfinished x{u}"),
