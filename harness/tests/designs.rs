@@ -182,3 +182,19 @@ fn ten_objects_interleaved_separates_a_fence_per_write_from_one_at_grant() {
     assert_eq!(code, Some(1), "off: {v}");
     assert!(count(&v, "torn-update") >= 1, "off: {v}");
 }
+
+/// The seed's short-lease design: a renewal on its own thread keeps the claim alive while the
+/// holder's work is wedged on a socket (its shard links hang after its 5th write). Renewing
+/// between turbines, the wedged holder's lease runs out and another box carries on instead.
+#[test]
+fn a_renewal_on_its_own_thread_vouches_for_a_wedged_holder() {
+    let _one = one_at_a_time();
+    let (code, v, _) = run("wedged-thread", "wedged", &["--renew-on-thread"]);
+    assert_eq!(code, Some(0), "{v}");
+    assert_eq!(count(&v, "stalled-holder"), 1, "{v}");
+    let longest = v["stats"]["stalled_holder_max_s"].as_f64().unwrap();
+    assert!(longest > 20.0, "more than two 10 s leases: {longest}");
+    let (code, v, _) = run("wedged-between", "wedged", &[]);
+    assert_eq!(code, Some(0), "{v}");
+    assert_eq!(count(&v, "stalled-holder"), 0, "{v}");
+}
