@@ -111,11 +111,7 @@ fn torn(
 
 /// Every object still holds the initial version: no leader published one.
 fn unfinished(meta: &RunMeta) -> Anomaly {
-    let severity = if meta.completed {
-        Severity::Error
-    } else {
-        Severity::Info
-    };
+    let severity = crate::times::liveness_severity(meta);
     Anomaly::new(
         AnomalyClass::JobNotFinished,
         severity,

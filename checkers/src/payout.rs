@@ -140,11 +140,7 @@ fn missed(meta: &RunMeta, month: &str, never: &[&str], made: usize, design: &Des
         "the job did not finish".to_string()
     };
     // A run stopped before its end may simply not have got there.
-    let severity = if meta.completed {
-        Severity::Error
-    } else {
-        Severity::Info
-    };
+    let severity = crate::times::liveness_severity(meta);
     Anomaly::new(
         AnomalyClass::MissedPayout,
         severity,

@@ -1,6 +1,6 @@
 //! Scenario-time helpers that never overflow on the claim audit's `-infinity`/`infinity` expiries.
 
-use chaos_history::ScenarioClock;
+use chaos_history::{RunMeta, ScenarioClock};
 
 /// Milliseconds in a day, to say on which day a reading's timestamp falls.
 const DAY_MS: i64 = 86_400_000;
@@ -73,5 +73,15 @@ mod tests {
             format_reading(&c, c.reading_ts_ms(80_785_000)),
             "22:26:25.0"
         );
+    }
+}
+
+/// A liveness finding's severity: an error when the run completed, information when it was
+/// cut short (the work may simply not have got there).
+pub fn liveness_severity(meta: &RunMeta) -> crate::Severity {
+    if meta.completed {
+        crate::Severity::Error
+    } else {
+        crate::Severity::Info
     }
 }

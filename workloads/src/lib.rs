@@ -3,5 +3,6 @@
 pub mod designs;
 pub mod galewatch;
 pub mod ingest;
+pub mod lock_sql;
 pub mod mover;
 pub mod schema;

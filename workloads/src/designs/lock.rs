@@ -13,13 +13,7 @@ use serde_json::json;
 use std::collections::BTreeMap;
 use std::time::{Duration, Instant};
 
-const SQL_ACQUIRE: &str = "select claim_acquire($1, $2, $3)";
-const SQL_RENEW: &str = "select claim_renew($1, $2, $3, $4)";
-const SQL_RELEASE: &str = "select claim_release($1, $2, $3)";
-const SQL_WHO: &str = "select holder, token from claims where job = $1";
-const SQL_UNIQUE: &str =
-    "insert into job_runs (job, run_on, holder) values ($1, current_date, $2) on conflict do nothing returning holder";
-const SQL_UNIQUE_WHO: &str = "select holder from job_runs where job = $1 and run_on = current_date";
+use crate::lock_sql::*;
 
 /// What a renewal found.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -162,22 +156,21 @@ impl Base {
         let mut maybe_inserted = false;
         loop {
             let inserted = self.routing.query(SQL_UNIQUE, &[&job, &me]).await;
-            let holder: Option<String> = match inserted {
-                Ok(rows) if !rows.is_empty() => None,
-                Ok(_) => match self.routing.query(SQL_UNIQUE_WHO, &[&job]).await {
-                    Ok(rows) => Some(rows.first().and_then(|r| r.get(0)).unwrap_or_default()),
-                    Err(e) => {
-                        self.h.emit(
-                            failure_kind(&e),
-                            "acquire",
-                            json!({ "reason": "unreachable", "error": e.to_string() }),
-                        );
-                        tokio::time::sleep(poll).await;
-                        continue;
-                    }
-                },
+            let holder: Result<Option<String>, DbError> = match inserted {
+                Ok(rows) if !rows.is_empty() => Ok(None),
+                Ok(_) => self
+                    .routing
+                    .query(SQL_UNIQUE_WHO, &[&job])
+                    .await
+                    .map(|rows| Some(rows.first().and_then(|r| r.get(0)).unwrap_or_default())),
                 Err(e) => {
                     maybe_inserted |= e.maybe_applied();
+                    Err(e)
+                }
+            };
+            let holder = match holder {
+                Ok(h) => h,
+                Err(e) => {
                     self.h.emit(
                         failure_kind(&e),
                         "acquire",

@@ -30,13 +30,7 @@ pub enum Exit {
 /// Most plan rows read; a plan larger than this is a harness mistake, not a job.
 const MAX_PLAN_ROWS: i64 = 1_000_000;
 
-const SQL_ACQUIRE: &str = "select claim_acquire($1, $2, $3)";
-const SQL_RENEW: &str = "select claim_renew($1, $2, $3, $4)";
-const SQL_RELEASE: &str = "select claim_release($1, $2, $3)";
-const SQL_WHO: &str = "select holder, token from claims where job = $1";
-const SQL_UNIQUE: &str =
-    "insert into job_runs (job, run_on, holder) values ($1, current_date, $2) on conflict do nothing returning holder";
-const SQL_UNIQUE_WHO: &str = "select holder from job_runs where job = $1 and run_on = current_date";
+use crate::lock_sql::*;
 const SQL_PLAN: &str =
     "select position, turbine_id, from_shard, to_shard from move_plan order by position limit $1";
 const SQL_EXISTS: &str = "select exists (select 1 from readings where turbine_id = $1)";
