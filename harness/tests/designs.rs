@@ -198,3 +198,30 @@ fn a_renewal_on_its_own_thread_vouches_for_a_wedged_holder() {
     assert_eq!(code, Some(0), "{v}");
     assert_eq!(count(&v, "stalled-holder"), 0, "{v}");
 }
+
+/// A payer that is not ours (POSIX sh and psql, a process per statement, its own pace,
+/// written from docs/designs.md) meets the same kill at the same payment: without idempotency
+/// keys it pays the 20th publisher twice, with them nobody twice.
+#[test]
+fn a_foreign_payer_meets_the_same_kill_at_its_own_pace() {
+    let _one = one_at_a_time();
+    let foreign = [
+        "--election",
+        "lease",
+        "--mover-cmd",
+        "workloads/examples/psql-payer.sh",
+        "--mover-ready",
+        "gate",
+        "--time-scale-ms",
+        "100",
+    ];
+    let (code, v, _) = run("payer-psql", "payout", &foreign);
+    assert_eq!(code, Some(1), "{v}");
+    assert_eq!(count(&v, "double-payout"), 1, "{v}");
+    assert_eq!(count(&v, "missed-payout"), 0, "{v}");
+    let mut idempotent = foreign.to_vec();
+    idempotent[3] = "PSQL_PAYER_IDEMPOTENT=on workloads/examples/psql-payer.sh";
+    let (code, v, _) = run("payer-psql-idem", "payout", &idempotent);
+    assert_eq!(code, Some(0), "{v}");
+    assert_eq!(v["stats"]["payments"], 40, "{v}");
+}
