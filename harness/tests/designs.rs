@@ -201,7 +201,10 @@ fn a_renewal_on_its_own_thread_vouches_for_a_wedged_holder() {
 
 /// A payer that is not ours (POSIX sh and psql, a process per statement, its own pace,
 /// written from docs/designs.md) meets the same kill at the same payment: without idempotency
-/// keys it pays the 20th publisher twice, with them nobody twice.
+/// keys it pays the 20th publisher twice, with them nobody twice. (Its own habit, renewing
+/// only after a payment, also lets a new holder's walk over the paid publishers outlast the
+/// lease at this pace, so other publishers may be paid twice too: the harness finds that as
+/// well, which is why the count is at least one.)
 #[test]
 fn a_foreign_payer_meets_the_same_kill_at_its_own_pace() {
     let _one = one_at_a_time();
@@ -217,7 +220,23 @@ fn a_foreign_payer_meets_the_same_kill_at_its_own_pace() {
     ];
     let (code, v, _) = run("payer-psql", "payout", &foreign);
     assert_eq!(code, Some(1), "{v}");
-    assert_eq!(count(&v, "double-payout"), 1, "{v}");
+    assert!(count(&v, "double-payout") >= 1, "{v}");
+    let double = v["anomalies"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .find(|a| a["class"] == "double-payout")
+        .unwrap();
+    let twice: Vec<&str> = double["evidence"]["publishers"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|p| p["publisher"].as_str().unwrap())
+        .collect();
+    assert!(
+        twice.contains(&"P-0020"),
+        "the killed payer's last payment: {twice:?}"
+    );
     assert_eq!(count(&v, "missed-payout"), 0, "{v}");
     let mut idempotent = foreign.to_vec();
     idempotent[3] = "PSQL_PAYER_IDEMPOTENT=on workloads/examples/psql-payer.sh";
