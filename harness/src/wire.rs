@@ -5,7 +5,8 @@
 //! Every server message is a type byte and a big-endian length that counts itself. Two carry
 //! what a trigger needs: CommandComplete (`C`, its tag names the statement and its rows, e.g.
 //! `INSERT 0 5`, `COPY 985`, `DELETE 3`) and ReadyForQuery (`Z`, the transaction status:
-//! `I` idle, `T` in a transaction, `E` in a failed one).
+//! `I` idle, `T` in a transaction, `E` in a failed one). A third tells the two COPYs apart:
+//! CopyOutResponse (`H`) opens a `COPY ... TO STDOUT`, a read whose tag says `COPY n` too.
 
 /// What a link's server stream says happened.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -37,6 +38,8 @@ pub struct ServerStream {
     /// A write outside a block since the last ReadyForQuery (committed when it comes).
     implicit_write: bool,
     last_tag: String,
+    /// Inside a `COPY ... TO STDOUT` (after CopyOutResponse): its `COPY n` is no write.
+    copy_out: bool,
     broken: bool,
 }
 
@@ -48,6 +51,7 @@ impl Default for ServerStream {
             status: b'I',
             implicit_write: false,
             last_tag: String::new(),
+            copy_out: false,
             broken: false,
         }
     }
@@ -88,10 +92,12 @@ impl ServerStream {
             }
             let body = &self.buf[at + 5..at + 1 + len];
             match kind {
+                b'H' => self.copy_out = true,
                 b'C' => {
                     let tag = String::from_utf8_lossy(body.strip_suffix(&[0]).unwrap_or(body));
                     let tag = tag.into_owned();
-                    if let Some(rows) = written_rows(&tag) {
+                    let read = std::mem::take(&mut self.copy_out);
+                    if let Some(rows) = written_rows(&tag).filter(|_| !read) {
                         let in_txn = self.status != b'I';
                         if !in_txn {
                             self.implicit_write = true;
@@ -224,6 +230,34 @@ mod tests {
             got.extend(s.feed(&bytes[cut..]));
             assert_eq!(got, whole, "cut at {cut}");
         }
+    }
+
+    /// `\copy (select ...) to stdout`, as a mover that copies with psql reads its source: a
+    /// COPY out is a read, though its tag says `COPY 985` like the write into the destination.
+    #[test]
+    fn a_copy_out_is_no_write() {
+        let mut s = ServerStream::default();
+        let mut bytes = startup();
+        bytes.extend(msg(b'H', &[0, 0, 3, 0, 0, 0, 0, 0, 0]));
+        bytes.extend(msg(b'd', b"AP-0002\t...\n"));
+        bytes.extend(msg(b'c', b""));
+        bytes.extend(complete("COPY 985"));
+        bytes.extend(ready(b'I'));
+        bytes.extend(msg(b'G', &[0, 0, 3, 0, 0, 0, 0, 0, 0]));
+        bytes.extend(complete("COPY 985"));
+        bytes.extend(ready(b'I'));
+        assert_eq!(
+            s.feed(&bytes),
+            vec![
+                WireEvent::Write {
+                    tag: "COPY 985".into(),
+                    rows: 985,
+                    in_txn: false
+                },
+                WireEvent::Commit
+            ],
+            "only the COPY in (after CopyInResponse) writes"
+        );
     }
 
     #[test]

@@ -438,9 +438,9 @@ fn a_disk_budget_stops_the_campaign_cleanly() {
 }
 
 /// A team's mover under a campaign: the sh+psql mover (not ours; its own pace and habits) is
-/// run by `--mover-cmd` with its ready gate, lease only (it loses the turbine the paused
-/// holder tidies up), and the campaign says so the way CI reads it; the replay command runs
-/// that same mover again.
+/// run by `--mover-cmd` with its ready gate, lease only, paused inside its write transaction
+/// (its stale write lands after the new holder's), and the campaign says so the way CI reads
+/// it; the replay command runs that same mover again.
 #[test]
 fn a_campaign_runs_a_team_mover_given_by_mover_cmd() {
     let _one = one_at_a_time();
@@ -456,7 +456,7 @@ fn a_campaign_runs_a_team_mover_given_by_mover_cmd() {
             "--time-scale-ms",
             "100",
             "--scenarios",
-            "gc-pause",
+            "gc-pause-in-txn",
             "--generated",
             "0",
             "--seed",
@@ -467,7 +467,7 @@ fn a_campaign_runs_a_team_mover_given_by_mover_cmd() {
             results.to_str().unwrap(),
         ],
     );
-    // Lease only, the seed's question is asked of it at its 7th write whatever its pace:
+    // Lease only, the seed's question is asked of it inside its 7th write whatever its pace:
     // invalid; on a machine too slow for it, the night's time limit makes it unknown.
     assert!(matches!(code, Some(1 | 2)), "{text}");
     let dir = campaign(&results);
