@@ -97,6 +97,9 @@ pub struct Stats {
     /// Audit sizes: shard writes and claim changes read.
     pub shard_writes: u64,
     pub claim_changes: u64,
+    /// The failover system's figures (absent for a mover run).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub failover: Option<crate::failover::FailoverStats>,
 }
 
 /// One grant of the claim.

@@ -57,6 +57,14 @@ pub enum AnomalyClass {
     JobNotFinished,
     /// A write the resource refused (fencing worked): evidence, not a fault.
     StaleWriteRefused,
+    /// The failover system: acknowledged orders absent from the surviving primary.
+    LostOrders,
+    /// The failover system: both servers could accept the app's writes at once.
+    TwoPrimaries,
+    /// The failover system: no primary accepted the app's writes for a while.
+    Unavailability,
+    /// The failover system: the replica promoted while its primary was up.
+    FalsePromotion,
 }
 
 /// What an anomaly does to the verdict.
@@ -118,6 +126,10 @@ impl AnomalyClass {
             AnomalyClass::StalledHolder => "stalled-holder",
             AnomalyClass::JobNotFinished => "job-not-finished",
             AnomalyClass::StaleWriteRefused => "stale-write-refused",
+            AnomalyClass::LostOrders => "lost-orders",
+            AnomalyClass::TwoPrimaries => "two-primaries",
+            AnomalyClass::Unavailability => "unavailability",
+            AnomalyClass::FalsePromotion => "false-promotion",
         }
     }
 }

@@ -4,6 +4,7 @@
 //! holds plain data, the scenario clock, a thread-safe JSONL writer and a reader.
 
 mod clock;
+mod failover;
 mod op;
 mod operation;
 mod reader;
@@ -13,6 +14,9 @@ mod view;
 mod writer;
 
 pub use clock::ScenarioClock;
+pub use failover::{
+    names as failover_names, FailoverFinal, FailoverMeta, OrderRow, ServerOrders, FAILOVER_SYSTEM,
+};
 pub use op::{Op, OpType};
 pub use operation::{verb, Operation, Refusal};
 pub use reader::{read_history, HistoryReader};
