@@ -63,7 +63,7 @@ pub struct SutArgs {
     #[arg(long, value_enum)]
     pub watcher_ready: Option<scenario::Ready>,
     /// Failover scenarios: the watcher's silence constant in scenario time, e.g. 30s, 5s.
-    #[arg(long, value_parser = values::lease_s, allow_hyphen_values = true)]
+    #[arg(long, value_parser = values::silence_s, allow_hyphen_values = true)]
     pub silence: Option<f64>,
 }
 
