@@ -176,11 +176,7 @@ fn server_lane(s: &mut String, input: &Input, t: &Timeline, a: &Axis, node: &str
         );
     }
     let Some(f) = input.final_state else { return };
-    let lost: BTreeSet<String> = input
-        .verdict
-        .anomaly(chaos_checkers::AnomalyClass::LostOrders)
-        .map(|an| lost_ids(&an.evidence))
-        .unwrap_or_default();
+    let lost = lost_ids(input, t);
     let Some(server) = f.server(node) else { return };
     let clock = &input.meta.clock;
     let mut columns: std::collections::BTreeMap<i64, (u32, bool, String)> = Default::default();
@@ -206,14 +202,23 @@ fn server_lane(s: &mut String, input: &Input, t: &Timeline, a: &Axis, node: &str
     }
 }
 
-/// The lost-orders evidence lists ids per split; the lane marks those it lists.
-fn lost_ids(evidence: &serde_json::Value) -> BTreeSet<String> {
-    evidence["split"]
-        .as_array()
-        .into_iter()
-        .flatten()
-        .flat_map(|s| s["ids"].as_array().cloned().unwrap_or_default())
-        .filter_map(|v| v.as_str().map(str::to_string))
+/// Acknowledged orders the surviving primary does not hold (as the checker counts them).
+fn lost_ids(input: &Input, t: &Timeline) -> BTreeSet<String> {
+    let Some(f) = input.final_state else {
+        return BTreeSet::new();
+    };
+    let survivor = chaos_checkers::failover::survivor(t, Some(f));
+    let held: BTreeSet<&str> = f
+        .server(survivor)
+        .map(|s| s.orders.iter().map(|o| o.id.as_str()).collect())
+        .unwrap_or_default();
+    t.orders
+        .iter()
+        .filter(|(id, o)| {
+            matches!(o.outcome, chaos_checkers::failover::Outcome::Ok { .. })
+                && !held.contains(id.as_str())
+        })
+        .map(|(id, _)| id.clone())
         .collect()
 }
 
@@ -242,6 +247,7 @@ fn two_primaries(s: &mut String, input: &Input, a: &Axis, y: f64, h: f64) {
 /// Failed checks (red), the silence, fence, drain, promote and repoint (labelled marks).
 fn watcher_lane(s: &mut String, input: &Input, a: &Axis, y: f64) {
     let clock = &input.meta.clock;
+    let mut labelled = 0usize;
     for op in input.history.iter().filter(|o| o.process == names::WATCHER) {
         let ms = clock.scenario_ms_at_run_ns(op.time_ns);
         match (op.f.as_str(), op.kind) {
@@ -276,11 +282,14 @@ fn watcher_lane(s: &mut String, input: &Input, a: &Axis, y: f64) {
                     "#000",
                     &format!("{f} at {}", time(ms)),
                 );
+                // Steps a moment apart would print over each other: one label per row.
+                let row = labelled % 3;
+                labelled += 1;
                 let _ = write!(
                     s,
                     "<text x=\"{:.1}\" y=\"{:.1}\" font-size=\"9\">{f}</text>",
                     a.x(ms) + 2.0,
-                    y + 9.0
+                    y + 8.0 + 9.0 * row as f64
                 );
             }
             _ => {}

@@ -218,3 +218,56 @@ fn list(v: &serde_json::Value) -> String {
         })
         .unwrap_or_default()
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// The planted unfenced run of the checkers' tests, told and drawn.
+    fn planted() -> (FailoverMeta, Vec<Op>, FailoverFinal) {
+        let meta = serde_json::from_str(include_str!(
+            "../../../checkers/tests/data/failover-unfenced-lost/run.json"
+        ))
+        .unwrap();
+        let history =
+            include_str!("../../../checkers/tests/data/failover-unfenced-lost/history.jsonl")
+                .lines()
+                .map(|l| serde_json::from_str(l).unwrap())
+                .collect();
+        let final_state = serde_json::from_str(include_str!(
+            "../../../checkers/tests/data/failover-unfenced-lost/final-state.json"
+        ))
+        .unwrap();
+        (meta, history, final_state)
+    }
+
+    #[test]
+    fn the_story_names_the_promotion_the_repoint_and_both_primaries_writes() {
+        let (meta, history, final_state) = planted();
+        let verdict = chaos_checkers::failover::check(&meta, &history, Some(&final_state));
+        let input = Input {
+            meta: &meta,
+            history: &history,
+            final_state: Some(&final_state),
+            verdict: &verdict,
+            figures: &serde_json::Value::Null,
+        };
+        let text = story(&input);
+        for line in [
+            "14:00:10.0  nemesis: down watcher->primary",
+            "14:00:40.0  replica: a primary now (promoted)",
+            "14:00:40.3  the service record now names replica (the repoint)",
+            "14:00:45.0  primary: commits its last order (o-000045), 5.0 s after the promotion",
+            "14:00:46.0  replica: commits its first order of its own (o-000046)",
+        ] {
+            assert!(text.contains(line), "no {line:?} in:\n{text}");
+        }
+        let page = render(&input);
+        assert!(page.contains(">primary</text>") && page.contains(">replica</text>"));
+        assert!(
+            page.contains("rgba(220,30,30,0.15)"),
+            "no two-primaries shading"
+        );
+        assert!(page.contains("(lost)"), "no lost order marked");
+    }
+}
