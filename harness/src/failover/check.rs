@@ -65,3 +65,50 @@ pub fn check_dir(dir: &Path, quiet: bool) -> anyhow::Result<Verdict> {
     }
     Ok(verdict)
 }
+
+#[cfg(test)]
+mod tests {
+    use std::path::Path;
+
+    /// `chaos check` of every planted failover run (checkers/tests/data) gets its expected
+    /// verdict through the one dispatch, and writes its report.
+    #[test]
+    fn planted_failover_runs_are_judged_through_chaos_check() {
+        let data = Path::new(env!("CARGO_MANIFEST_DIR")).join("../checkers/tests/data");
+        let mut seen = 0;
+        for e in std::fs::read_dir(data).unwrap() {
+            let from = e.unwrap().path();
+            if !super::is_failover_run(&from) {
+                continue;
+            }
+            let dir = std::env::temp_dir().join(format!(
+                "chaos-failover-check-{}-{}",
+                std::process::id(),
+                from.file_name().unwrap().to_string_lossy()
+            ));
+            std::fs::create_dir_all(&dir).unwrap();
+            for f in std::fs::read_dir(&from).unwrap() {
+                let f = f.unwrap();
+                std::fs::copy(f.path(), dir.join(f.file_name())).unwrap();
+            }
+            let opts = crate::check::CheckOptions {
+                quiet: true,
+                ..Default::default()
+            };
+            let verdict = crate::check::check_dir(&dir, &opts).unwrap();
+            let expect: serde_json::Value =
+                serde_json::from_str(&std::fs::read_to_string(dir.join("expect.json")).unwrap())
+                    .unwrap();
+            assert_eq!(
+                serde_json::to_value(verdict.valid).unwrap(),
+                expect["valid"],
+                "{}",
+                from.display()
+            );
+            assert!(dir.join("report.html").is_file() && dir.join("verdict.json").is_file());
+            let _ = std::fs::remove_dir_all(&dir);
+            seen += 1;
+        }
+        assert!(seen >= 6, "only {seen} planted failover runs");
+    }
+}

@@ -3,13 +3,15 @@
 //! `settings.rs` its `[failover]` section, overrides and topology; `testbed.rs` the servers,
 //! links and the replica's base backup; `live.rs` the run while it runs (`observe.rs` the
 //! harness's own view of roles and proxies); `finals.rs` both servers' orders at the end;
-//! `check.rs` the stored run judged (`chaos_checkers::failover`), its story and report.
+//! `check.rs` the stored run judged (`chaos_checkers::failover`), its story and report;
+//! `sweep.rs` `chaos sweep` of a failover scenario over the watcher's silence constant.
 
 pub mod check;
 mod finals;
 mod live;
 mod observe;
 pub mod settings;
+pub mod sweep;
 mod testbed;
 
 use settings::{describe, FailoverSection, Fence, Overrides, LINKS};

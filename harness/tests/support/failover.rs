@@ -131,7 +131,7 @@ pub fn fenced(r: &Run) {
     assert_eq!(gap["severity"], "info");
     let s = r.stats["unavailability_s"].as_f64().unwrap();
     assert!(
-        s >= 2.0 && s <= 60.0,
+        (2.0..=60.0).contains(&s),
         "unavailability {s} s: {}",
         r.describe()
     );

@@ -1,10 +1,11 @@
 //! A failover run told and drawn: the story in scenario time (the promotion, the fence, the repoint, the first write on the new primary and the last accepted by the old one) and `report.html` with a lane for each primary.
 //!
 //! Pure, as the rest of this crate: a function of the stored run. `page.rs` is the page,
-//! `lanes.rs` its SVG timeline.
+//! `lanes.rs` its SVG timeline; `sweep.rs` the silence sweep's table.
 
 mod lanes;
 mod page;
+pub mod sweep;
 
 pub use page::render;
 
