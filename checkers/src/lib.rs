@@ -5,13 +5,16 @@
 //! is `bench`, which times a synthetic check and reads the process's peak
 //! memory for `chaos bench`; no checker calls it.
 //!
-//! `check` judges a loaded run; `HistoryFold` is the same check streamed,
+//! `failover::check` judges a run of the failover system (a primary, a replica and a watcher).
+//!
+//! `check` judges a loaded mover run; `HistoryFold` is the same check streamed,
 //! for a history too big to hold (`observe` every event, then `finish`).
 
 mod attribution;
 mod bench;
 mod claims;
 mod designs;
+pub mod failover;
 mod fencing;
 mod fold;
 mod grants;

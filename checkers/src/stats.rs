@@ -116,6 +116,9 @@ pub struct Stats {
     pub torn_objects: u64,
     #[serde(default)]
     pub interleaved_writes: u64,
+    /// The failover system's figures (absent for a mover run).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub failover: Option<crate::failover::FailoverStats>,
 }
 
 /// One grant of the claim.

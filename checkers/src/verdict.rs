@@ -68,6 +68,14 @@ pub enum AnomalyClass {
     /// An older leader's object write accepted after a newer leader had written an object:
     /// two leaders' updates interleaved on the objects.
     InterleavedUpdate,
+    /// The failover system: acknowledged orders absent from the surviving primary.
+    LostOrders,
+    /// The failover system: both servers could accept the app's writes at once.
+    TwoPrimaries,
+    /// The failover system: no primary accepted the app's writes for a while.
+    Unavailability,
+    /// The failover system: the replica promoted while its primary was up.
+    FalsePromotion,
 }
 
 /// What an anomaly does to the verdict.
@@ -133,6 +141,10 @@ impl AnomalyClass {
             AnomalyClass::MissedPayout => "missed-payout",
             AnomalyClass::TornUpdate => "torn-update",
             AnomalyClass::InterleavedUpdate => "interleaved-update",
+            AnomalyClass::LostOrders => "lost-orders",
+            AnomalyClass::TwoPrimaries => "two-primaries",
+            AnomalyClass::Unavailability => "unavailability",
+            AnomalyClass::FalsePromotion => "false-promotion",
         }
     }
 }

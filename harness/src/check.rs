@@ -43,6 +43,9 @@ pub struct CheckOptions<'a> {
 
 /// Check the run in `dir`; writes verdict.json and report.html there.
 pub fn check_dir(dir: &Path, opts: &CheckOptions) -> anyhow::Result<Verdict> {
+    if crate::failover::check::is_failover_run(dir) {
+        return crate::failover::check::check_dir(dir, opts.quiet);
+    }
     let history = dir.join(chaos_history::HISTORY_FILE);
     let meta_path = dir.join(chaos_history::RUN_META_FILE);
     let mut meta: RunMeta = match read_optional(&meta_path)? {

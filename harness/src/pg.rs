@@ -263,7 +263,7 @@ impl PgNode {
         let log2 = log.try_clone().map_err(io("dup the log"))?;
         let mut cmd = self.install.command("postgres");
         cmd.arg("-D").arg(&self.data_dir);
-        for setting in server_settings(self.port, "127.0.0.1") {
+        for setting in server_settings(&self.name, self.port, "127.0.0.1") {
             cmd.arg("-c").arg(setting);
         }
         cmd.stdin(Stdio::null()).stdout(log).stderr(log2);
@@ -333,9 +333,12 @@ impl Drop for PgNode {
 
 /// The settings every node runs with: loopback (or the container's network) only,
 /// commit timestamps for the audit, and durability off because the run is throwaway.
-pub fn server_settings(port: u16, listen: &str) -> Vec<String> {
+/// `cluster_name` is the node's name: a row's default can record which server committed it
+/// (the failover system's orders), and a standby is known by it on its primary.
+pub fn server_settings(node: &str, port: u16, listen: &str) -> Vec<String> {
     vec![
         format!("port={port}"),
+        format!("cluster_name={node}"),
         format!("listen_addresses={listen}"),
         "unix_socket_directories=".into(),
         "track_commit_timestamp=on".into(),

@@ -1,5 +1,6 @@
 //! Scenarios: TOML files parsed once into a validated `Scenario`; nothing downstream re-validates.
 
+pub use crate::program::{Ready, Restart};
 use chaos_history::ScenarioClock;
 pub use chaos_history::System;
 use chaos_nemesis::{Fault, FaultKind, RandomProfile, Topology};
@@ -61,6 +62,8 @@ pub struct ScenarioFile {
     pub cluster: ClusterSection,
     #[serde(default)]
     pub data: DataSection,
+    /// The mover's lease (required for the mover; absent, all zeros, for another system).
+    #[serde(default)]
     pub lease: LeaseSection,
     #[serde(default)]
     pub mover: MoverSection,
@@ -70,6 +73,9 @@ pub struct ScenarioFile {
     /// System `ten-objects`: the objects and how they are fenced.
     #[serde(default)]
     pub objects: ObjectsSection,
+    /// The failover system's settings (`system = "failover"`).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub failover: Option<crate::failover::settings::FailoverSection>,
     #[serde(default, rename = "fault")]
     pub faults: Vec<FaultEntry>,
     #[serde(default)]
@@ -145,6 +151,20 @@ pub struct LeaseSection {
     pub batches: u32,
 }
 
+/// No `[lease]` section: zeros, which the mover's checks refuse with a line naming the section.
+impl Default for LeaseSection {
+    fn default() -> Self {
+        LeaseSection {
+            job: default_job(),
+            lease_s: 0.0,
+            poll_s: 0.0,
+            copy_s: 0.0,
+            first_token: one(),
+            batches: ten(),
+        }
+    }
+}
+
 fn default_job() -> String {
     "rebalance".into()
 }
@@ -179,29 +199,6 @@ pub struct MoverSection {
     /// How long a mover may take to connect and wait at its gate, REAL seconds (a setup
     /// bound, not scenario time): past it the run is refused before the clock starts.
     pub ready_timeout_real_s: f64,
-}
-
-/// How a user's mover says "connected, ready" (the reference mover always reads its gate).
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Default, Serialize, Deserialize, clap::ValueEnum)]
-#[serde(rename_all = "kebab-case")]
-pub enum Ready {
-    /// A shell reads the gate, then execs the command: the clock starts before it does.
-    #[default]
-    Exec,
-    /// The command reads one line from the fifo `CHAOS_GATE` once connected.
-    Gate,
-}
-
-/// The supervisor's restart policy for movers that exit on their own.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Default, Serialize, Deserialize, clap::ValueEnum)]
-#[serde(rename_all = "kebab-case")]
-pub enum Restart {
-    /// Restarted after `restart_delay_s` when it exits non-zero or by a signal the nemesis did
-    /// not send (systemd's `Restart=on-failure`).
-    #[default]
-    OnFailure,
-    /// Never restarted (only a nemesis kill with a duration restarts a mover).
-    Never,
 }
 
 impl Default for MoverSection {
@@ -277,7 +274,7 @@ pub struct Scenario {
 
 impl Scenario {
     pub fn topology(&self) -> Topology {
-        Topology::new(self.file.cluster.boxes, self.file.cluster.shards)
+        topology_of(&self.file)
     }
 
     /// The clock for a run that starts now.
@@ -461,7 +458,7 @@ pub fn validate(
         .map(|(i, f)| v.fault(i, f, start_ms))
         .collect::<Result<Vec<_>, _>>()?;
     faults.extend(extra.iter().cloned());
-    let topology = Topology::new(file.cluster.boxes, file.cluster.shards);
+    let topology = topology_of(&file);
     if let Some(profile) = &file.nemesis.random {
         // A generated stop, crash or kill lasts at least RESTART_FLOOR_REAL_MS of real time,
         // so the database or mover is back in time for its start to land on its instant.
@@ -485,6 +482,14 @@ pub fn validate(
         faults,
         schedule,
     })
+}
+
+/// What a scenario's faults can name: its system's boxes, nodes and links.
+fn topology_of(file: &ScenarioFile) -> Topology {
+    match file.system {
+        System::Failover => crate::failover::settings::topology(),
+        _ => Topology::new(file.cluster.boxes, file.cluster.shards),
+    }
 }
 
 /// The checks of one file, each refusal naming the file and the field.
@@ -523,13 +528,6 @@ impl Validator {
 
     /// Every setting outside the faults.
     fn settings(&self, file: &ScenarioFile) -> Result<(), ScenarioError> {
-        if file.system == System::Failover {
-            return Err(self.field(
-                "system",
-                format!("'{}' is not built yet", file.system.name()),
-            ));
-        }
-        self.design(file)?;
         let scale = file.time_scale_ms;
         self.within(
             "time_scale_ms",
@@ -537,6 +535,33 @@ impl Validator {
             "in (0, 1000] real ms per scenario second",
             scale,
         )?;
+        self.expect(file)?;
+        match file.system {
+            System::Mover | System::Payout | System::TenObjects => {}
+            System::Failover => {
+                let trigger = file.faults.iter().position(|x| x.when.is_some());
+                let random = file.nemesis.random.is_some();
+                return crate::failover::settings::validate(
+                    file.failover.as_ref(),
+                    trigger,
+                    random,
+                )
+                .map_err(|(f, m)| self.field(&f, m));
+            }
+        }
+        if file.failover.is_some() {
+            return Err(self.field(
+                "failover",
+                format!("is the failover system's section; this scenario runs the {} (system = \"failover\" to run it)", file.system.name()),
+            ));
+        }
+        self.design(file)?;
+        if file.lease.lease_s == 0.0 && file.lease.poll_s == 0.0 && file.lease.copy_s == 0.0 {
+            return Err(self.field(
+                "lease",
+                "the mover needs a [lease] section (lease_s, poll_s, copy_s)".into(),
+            ));
+        }
         let c = &file.cluster;
         if !(1..=16).contains(&c.shards) || !(1..=16).contains(&c.boxes) {
             return Err(self.field(
@@ -579,6 +604,10 @@ impl Validator {
             "0 to 86400 scenario seconds",
             delay,
         )?;
+        Ok(())
+    }
+
+    fn expect(&self, file: &ScenarioFile) -> Result<(), ScenarioError> {
         if let Some(v) = &file.expect.verdict {
             if !["valid", "invalid", "unknown"].contains(&v.as_str()) {
                 return Err(self.field(

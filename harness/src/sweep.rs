@@ -26,8 +26,8 @@
 //!   (its `info stalls` lines), worst mover life per run, p99.9 and max.
 
 mod measure;
-mod plan;
-mod profile;
+pub(crate) mod plan;
+pub(crate) mod profile;
 
 pub use crate::values::parse_duration_s;
 pub use plan::{plan, Plan, SweepArgs, DEFINITIONS, OWN_FENCING};
@@ -195,6 +195,9 @@ async fn one_run(
 
 /// Run the sweep; 0 when every run completed, an error (exit 3) otherwise.
 pub async fn sweep(a: SweepArgs) -> anyhow::Result<u8> {
+    if crate::failover::sweep::is_failover(&a.scenario) {
+        return crate::failover::sweep::sweep(&a).await;
+    }
     let wall = Instant::now();
     let plan = plan(&a)?;
     let (weathers, scale) = weathers(&plan)?;

@@ -39,6 +39,25 @@ pub struct Testbed {
 pub struct LinkUrls(BTreeMap<String, (String, String)>);
 
 impl LinkUrls {
+    /// Each of `names`, through its proxy on `links`, as a mover and as the harness dial it.
+    pub fn of(cluster: &Cluster, links: &Links, names: Vec<String>) -> LinkUrls {
+        let urls = names
+            .into_iter()
+            .map(|link| {
+                let reported = links.addr(&link).unwrap_or_default();
+                let url = |for_harness| {
+                    format!(
+                        "postgres://postgres@{}/postgres",
+                        cluster.client_addr(&link, &reported, for_harness)
+                    )
+                };
+                let pair = (url(false), url(true));
+                (link, pair)
+            })
+            .collect();
+        LinkUrls(urls)
+    }
+
     /// The URL a mover dials for `link`.
     pub fn mover(&self, link: &str) -> String {
         self.0.get(link).map(|u| u.0.clone()).unwrap_or_default()
@@ -104,26 +123,12 @@ impl Testbed {
                 )
                 .await?;
         }
-        let urls = topology
-            .links()
-            .into_iter()
-            .map(|link| {
-                let reported = links.addr(&link).unwrap_or_default();
-                let url = |for_harness| {
-                    format!(
-                        "postgres://postgres@{}/postgres",
-                        cluster.client_addr(&link, &reported, for_harness)
-                    )
-                };
-                let pair = (url(false), url(true));
-                (link, pair)
-            })
-            .collect();
+        let urls = LinkUrls::of(&cluster, &links, topology.links());
         Ok(Testbed {
             cluster,
             links,
             nodes,
-            urls: LinkUrls(urls),
+            urls,
             cluster_s,
         })
     }

@@ -30,6 +30,11 @@ pub fn lease_s(text: &str) -> Result<f64, String> {
     positive_duration("a lease", "60s", text)
 }
 
+/// `--silence`: the failover watcher's silence constant, a positive duration.
+pub fn silence_s(text: &str) -> Result<f64, String> {
+    positive_duration("a silence", "30s", text)
+}
+
 /// A positive duration (`60s`, `500ms`, `1m`, `2h`; a bare number is seconds), in seconds.
 pub fn positive_duration(what: &str, example: &str, text: &str) -> Result<f64, String> {
     match parse_duration_s(text) {

@@ -92,7 +92,11 @@ fn a_foreign_mover_at_its_own_pace_meets_the_same_pause() {
     assert_eq!(code, Some(0), "between its transactions: valid: {stderr}");
     assert_paused_the_holder(&run);
     let (code, stderr, run) = psql("gc-pause-in-txn");
-    assert_eq!(code, Some(1), "inside its write transaction: invalid: {stderr}");
+    assert_eq!(
+        code,
+        Some(1),
+        "inside its write transaction: invalid: {stderr}"
+    );
     assert_paused_the_holder(&run);
     // What its stale writes do next is its own (lost rows, or a stale copy accepted): an error
     // either way, and the paused box's.

@@ -5,6 +5,7 @@
 
 mod clock;
 mod designs;
+mod failover;
 mod op;
 mod operation;
 mod reader;
@@ -17,6 +18,9 @@ pub use clock::ScenarioClock;
 pub use designs::{
     ConfigObject, ConfigPointer, ConfigState, ObjectWrite, ObjectWriteKind, ObjectsMeta, Payee,
     Payment, PayoutMeta, System,
+};
+pub use failover::{
+    names as failover_names, FailoverFinal, FailoverMeta, OrderRow, ServerOrders, FAILOVER_SYSTEM,
 };
 pub use op::{Op, OpType};
 pub use operation::{verb, Operation, Refusal};

@@ -1,4 +1,8 @@
 //! What a fault can name: boxes, database nodes and the links between clients and nodes.
+//!
+//! A system under test brings its own names: the mover's are `Topology::new` (boxes, a routing
+//! db and shards, every client linked to every node but the ingest to the routing db); another
+//! system lists its own with `Topology::with_links` (the failover's `app->primary`, ...).
 
 /// The cluster's names, as a scenario sees them.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -9,6 +13,8 @@ pub struct Topology {
     pub nodes: Vec<String>,
     /// Clients with links: every box, and `ingest`.
     pub clients: Vec<String>,
+    /// Every link `client->node` that exists.
+    links: Vec<String>,
 }
 
 impl Topology {
@@ -19,10 +25,38 @@ impl Topology {
         nodes.extend((1..=shards).map(|i| format!("shard{i}")));
         let mut clients = boxes.clone();
         clients.push("ingest".into());
+        let mut links = Vec::new();
+        for c in &clients {
+            for n in &nodes {
+                if c == "ingest" && n == "routing" {
+                    continue;
+                }
+                links.push(format!("{c}->{n}"));
+            }
+        }
         Topology {
             boxes,
             nodes,
             clients,
+            links,
+        }
+    }
+
+    /// A system's own names: its boxes (processes the nemesis may pause or kill), its database
+    /// nodes and its links, each `client->node` (the clients are read from the links).
+    pub fn with_links(boxes: Vec<String>, nodes: Vec<String>, links: Vec<String>) -> Topology {
+        let mut clients: Vec<String> = Vec::new();
+        for l in &links {
+            let client = l.split_once("->").map_or(l.as_str(), |(c, _)| c);
+            if !clients.iter().any(|c| c == client) {
+                clients.push(client.to_string());
+            }
+        }
+        Topology {
+            boxes,
+            nodes,
+            clients,
+            links,
         }
     }
 
@@ -31,18 +65,9 @@ impl Topology {
         &self.nodes[1..]
     }
 
-    /// Every link `client->node` that exists (the ingest has none to routing).
+    /// Every link `client->node` that exists (the mover's ingest has none to routing).
     pub fn links(&self) -> Vec<String> {
-        let mut out = Vec::new();
-        for c in &self.clients {
-            for n in &self.nodes {
-                if c == "ingest" && n == "routing" {
-                    continue;
-                }
-                out.push(format!("{c}->{n}"));
-            }
-        }
-        out
+        self.links.clone()
     }
 }
 
@@ -109,5 +134,22 @@ mod tests {
             4 * 4 + 3
         );
         assert!(LinkPattern::parse("box-2").is_none());
+    }
+
+    #[test]
+    fn a_system_lists_its_own_links() {
+        let names = |v: &[&str]| v.iter().map(|s| s.to_string()).collect::<Vec<_>>();
+        let t = Topology::with_links(
+            names(&["watcher"]),
+            names(&["primary", "replica"]),
+            names(&["app->primary", "watcher->primary", "replica->primary"]),
+        );
+        assert_eq!(t.clients, names(&["app", "watcher", "replica"]));
+        let p = LinkPattern::parse("*->primary").unwrap();
+        assert_eq!(p.resolve(&t).len(), 3);
+        assert!(LinkPattern::parse("app->replica")
+            .unwrap()
+            .resolve(&t)
+            .is_empty());
     }
 }

@@ -12,6 +12,7 @@
 #[cfg(test)]
 mod demo;
 mod digest;
+pub mod failover;
 mod html;
 mod latency;
 mod model;

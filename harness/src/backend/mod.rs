@@ -3,6 +3,7 @@
 pub mod docker;
 pub mod gate;
 pub mod process;
+pub mod standby;
 
 use std::path::PathBuf;
 use std::time::Duration;
@@ -117,6 +118,15 @@ impl Cluster {
         match self {
             Cluster::Process(_) => None,
             Cluster::Docker(c) => Some(c.proxy_api()),
+        }
+    }
+
+    /// The Toxiproxy API as a mover (or a watcher) reaches it, when the backend runs the proxy
+    /// itself where the harness's own address would not do (docker: the proxy container).
+    pub fn proxy_api_for_movers(&self) -> Option<String> {
+        match self {
+            Cluster::Process(_) => None,
+            Cluster::Docker(c) => Some(c.proxy_api_in_network()),
         }
     }
 

@@ -18,6 +18,8 @@ fn cases() -> Vec<PathBuf> {
         .unwrap()
         .map(|e| e.unwrap().path())
         .filter(|p| p.join("run.json").is_file())
+        // The failover system's planted runs are judged by its own check (failover/check.rs).
+        .filter(|p| !crate::failover::check::is_failover_run(p))
         .collect();
     dirs.sort();
     assert!(dirs.len() >= 20, "the planted runs are missing");

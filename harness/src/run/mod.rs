@@ -6,7 +6,7 @@
 pub mod boxes;
 mod judge;
 mod live;
-mod options;
+pub mod options;
 mod sut;
 
 pub use options::{RunOptions, RunOutcome, Timings};
@@ -42,6 +42,7 @@ pub fn resolve(opts: &RunOptions) -> anyhow::Result<Scenario> {
                 .join(" ")
         )
     })?;
+    crate::failover::apply_overrides(&mut file, &opts.failover, opts.restart, opts.mover_flag())?;
     let m = &mut file.mover;
     if let Some(v) = opts.fencing {
         m.fencing = v;
@@ -95,6 +96,9 @@ pub fn resolve(opts: &RunOptions) -> anyhow::Result<Scenario> {
 pub async fn run(opts: &RunOptions) -> anyhow::Result<RunOutcome> {
     let wall = Instant::now();
     let scenario = Arc::new(resolve(opts)?);
+    if scenario.file.system == scenario::System::Failover {
+        return crate::failover::run(opts, scenario).await;
+    }
     let backend = preflight(&scenario, opts)?;
     let s = &scenario.file;
     let farm = farm(&scenario);

@@ -40,6 +40,32 @@ pub struct RunOptions {
     pub restart: Option<scenario::Restart>,
     /// A scenario already made (a replay, a shrink's candidate): run as it is, no overrides.
     pub prepared: Option<Arc<Scenario>>,
+    /// The failover system's overrides (`--fence`, `--watcher-cmd`, ...).
+    pub failover: crate::failover::settings::Overrides,
+}
+
+impl RunOptions {
+    /// The first of the mover's own flags given, to refuse it for another system.
+    pub fn mover_flag(&self) -> Option<&'static str> {
+        [
+            (self.fencing.is_some(), "--fencing"),
+            (self.on_renew_failure.is_some(), "--on-renew-failure"),
+            (self.on_lost.is_some(), "--on-lost"),
+            (
+                self.check_expiry_before_write,
+                "--check-expiry-before-write",
+            ),
+            (self.renew_on_thread, "--renew-on-thread"),
+            (self.election.is_some(), "--election"),
+            (self.lease_s.is_some(), "--lease"),
+            (self.mover_cmd.is_some(), "--mover-cmd"),
+            (self.mover_ready.is_some(), "--mover-ready"),
+            (self.rows_per_turbine.is_some(), "--rows-per-turbine"),
+        ]
+        .into_iter()
+        .find(|(given, _)| *given)
+        .map(|(_, flag)| flag)
+    }
 }
 
 /// What a finished run hands back.

@@ -59,6 +59,18 @@ pub struct SutArgs {
     /// Use the Toxiproxy server at HOST:PORT instead of the embedded one.
     #[arg(long)]
     pub toxiproxy: Option<String>,
+    /// Failover scenarios: the reference watcher fences the old primary before it promotes (on) or does not (off).
+    #[arg(long, value_enum)]
+    pub fence: Option<crate::failover::settings::Fence>,
+    /// Failover scenarios: run this program (following docs/watcher-protocol.md) instead of the reference watcher.
+    #[arg(long)]
+    pub watcher_cmd: Option<String>,
+    /// Failover scenarios: how the --watcher-cmd says it is ready: exec or gate (as --mover-ready).
+    #[arg(long, value_enum)]
+    pub watcher_ready: Option<scenario::Ready>,
+    /// Failover scenarios: the watcher's silence constant in scenario time, e.g. 30s, 5s.
+    #[arg(long, value_parser = values::silence_s, allow_hyphen_values = true)]
+    pub silence: Option<f64>,
 }
 
 impl SutArgs {
@@ -84,6 +96,12 @@ impl SutArgs {
             backend: self.backend,
             mover_ready: self.mover_ready,
             restart: self.restart,
+            failover: crate::failover::settings::Overrides {
+                fence: self.fence,
+                watcher_cmd: self.watcher_cmd.clone(),
+                watcher_ready: self.watcher_ready,
+                silence_s: self.silence,
+            },
             ..Default::default()
         }
     }
@@ -104,5 +122,9 @@ impl SutArgs {
             || self.restart.is_some()
             || self.time_scale_ms.is_some()
             || self.rows_per_turbine.is_some()
+            || self.fence.is_some()
+            || self.watcher_cmd.is_some()
+            || self.watcher_ready.is_some()
+            || self.silence.is_some()
     }
 }

@@ -32,23 +32,30 @@ Output: results/sweep-<scenario>/<stamp>-<seed>/ with sweep.txt, sweep.csv, swee
 sweep.svg and runs/. Exit 0 when every run completed (verdicts are data here), 3 when the
 harness failed, the input was bad, or the budget ran out (the partial table is written).";
 
-#[derive(clap::Args, Debug)]
+#[derive(clap::Args, Debug, Clone)]
 #[command(after_help = DEFINITIONS)]
 pub struct SweepArgs {
     /// Scenario to sweep: a name in scenarios/ (try `sweep`) or a path to a TOML file.
     #[arg(long)]
-    pub(super) scenario: String,
+    pub(crate) scenario: String,
     /// Lease durations in scenario time, comma-separated (e.g. 2s,5s,10s,30s,60s or 500ms,1m).
     #[arg(long, default_value = "2s,5s,10s,30s,60s", allow_hyphen_values = true)]
     lease: String,
     /// Fencing settings to run every lease with: off, on, or off,on (the reference mover's;
     /// a --mover-cmd fences as it does, and its rows say "own").
     #[arg(long)]
-    fencing: Option<String>,
+    pub(crate) fencing: Option<String>,
     /// Sweep this program (docs/mover-protocol.md) instead of the reference mover: it is given
     /// each lease as CHAOS_LEASE_MS.
     #[arg(long)]
-    mover_cmd: Option<String>,
+    pub(crate) mover_cmd: Option<String>,
+    /// A failover scenario: the watcher's silence constants to sweep, comma-separated
+    /// [default: 5s,10s,30s,60s].
+    #[arg(long, allow_hyphen_values = true)]
+    pub(crate) silence: Option<String>,
+    /// A failover scenario: the reference watcher's fence, off, on or off,on [default: off].
+    #[arg(long)]
+    pub(crate) fence: Option<String>,
     /// How the --mover-cmd says it is ready: exec or gate.
     #[arg(long, value_enum)]
     mover_ready: Option<crate::scenario::Ready>,
@@ -84,10 +91,10 @@ pub struct SweepArgs {
     time_scale_ms: Option<String>,
     /// Where the sweep folder goes.
     #[arg(long, default_value = "results")]
-    pub(super) results: PathBuf,
+    pub(crate) results: PathBuf,
     /// Print each run's own progress and story.
     #[arg(long)]
-    pub(super) verbose: bool,
+    pub(crate) verbose: bool,
 }
 
 /// The fencing column of a team's mover: whatever its own code does.
@@ -111,8 +118,20 @@ pub struct Plan {
     pub time_scale_ms: Option<f64>,
 }
 
+/// `--silence` and `--fence` are the failover sweep's (`failover/sweep.rs`).
+fn refuse_failover_flags(a: &SweepArgs) -> anyhow::Result<()> {
+    if a.silence.is_some() || a.fence.is_some() {
+        anyhow::bail!(
+            "--silence and --fence sweep a failover scenario (failover-github, failover-sweep); {} runs the mover (its flags: --lease, --fencing)",
+            a.scenario
+        );
+    }
+    Ok(())
+}
+
 /// Check every flag; the first bad one is the error, in one line.
 pub fn plan(a: &SweepArgs) -> anyhow::Result<Plan> {
+    refuse_failover_flags(a)?;
     let mut leases_s = Vec::new();
     for part in a.lease.split(',').filter(|p| !p.trim().is_empty()) {
         let s = parse_duration_s(part).map_err(|e| anyhow::anyhow!("--lease: {e}"))?;

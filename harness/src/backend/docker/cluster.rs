@@ -141,7 +141,7 @@ impl DockerCluster {
         async move {
             // Our image and postgres:16 both take extra `-c` settings as arguments; the unix
             // socket setting is left out (postgres:16's init needs its socket).
-            let settings: Vec<String> = crate::pg::server_settings(PG_PORT, "*")
+            let settings: Vec<String> = crate::pg::server_settings(&node, PG_PORT, "*")
                 .into_iter()
                 .filter(|s| !s.starts_with("unix_socket_directories"))
                 .flat_map(|s| ["-c".to_string(), s])
@@ -273,6 +273,11 @@ impl DockerCluster {
 
     pub fn proxy_api(&self) -> String {
         format!("127.0.0.1:{}", self.proxy_api_host_port)
+    }
+
+    /// The proxy's API as a container on the run's network reaches it.
+    pub fn proxy_api_in_network(&self) -> String {
+        format!("{}:{PROXY_API_PORT}", self.proxy_name)
     }
 
     pub fn link_listen(&self, link: &str, index: usize) -> String {

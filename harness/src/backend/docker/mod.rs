@@ -11,6 +11,7 @@ mod cluster;
 mod containers;
 pub mod engine;
 mod movers;
+mod standby;
 #[cfg(test)]
 mod tests;
 
