@@ -36,9 +36,9 @@ struct Variant {
     threads: &'static str,
 }
 
-/// The embedded proxy as a run starts it (first: the targets are judged on it; normal
-/// threads until a toxic or a listener makes a link timed), then as a run with link triggers
-/// has it (real-time throughout), then never real-time.
+/// The embedded proxy as a run starts it (first: the targets are judged on it; forwarding
+/// threads normal unless a tap listens, the API thread real-time), then as a run with link
+/// triggers has it (real-time throughout), then never real-time (the API thread included).
 const VARIANTS: [Variant; 3] = [
     Variant {
         name: "chaos proxy",
