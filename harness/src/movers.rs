@@ -56,6 +56,10 @@ struct Life {
     /// Early exits in a row (non-zero, within the early window, no history line).
     early_exits: u32,
     last_code: Option<i32>,
+    /// Some life of this box wrote a history line or outlived the early window: it can run, so
+    /// its later early exits (a database down at its restart, say) are behaviour under a fault
+    /// for the checker to judge, never a setup mistake.
+    proven: bool,
 }
 
 /// Early exits in a row that make a crash loop.
@@ -162,7 +166,9 @@ impl Movers {
         self.running.fetch_add(1, Ordering::SeqCst);
         {
             let mut lives = self.lives.lock().unwrap();
-            let early_exits = lives.get(box_name).map_or(0, |l| l.early_exits);
+            let (early_exits, proven) = lives
+                .get(box_name)
+                .map_or((0, false), |l| (l.early_exits, l.proven));
             lives.insert(
                 box_name.to_string(),
                 Life {
@@ -170,6 +176,7 @@ impl Movers {
                     history_lines: 0,
                     early_exits,
                     last_code: None,
+                    proven,
                 },
             );
         }
@@ -284,9 +291,9 @@ impl Movers {
 
     fn note_exit(&self, box_name: &str, code: Option<i32>) {
         if let Some(life) = self.lives.lock().unwrap().get_mut(box_name) {
-            let early = matches!(code, Some(c) if c != 0)
-                && life.history_lines == 0
-                && life.started.elapsed() < self.early_window;
+            let ran = life.history_lines > 0 || life.started.elapsed() >= self.early_window;
+            life.proven |= ran;
+            let early = matches!(code, Some(c) if c != 0) && !life.proven;
             life.early_exits = if early { life.early_exits + 1 } else { 0 };
             life.last_code = code;
         }
@@ -295,7 +302,8 @@ impl Movers {
     /// A mover that cannot run is a setup mistake, not a finding about the data: every box's
     /// mover exited non-zero within the early window of its start without a history line and
     /// none is running or about to restart, or one box did so [`CRASH_LOOP_EXITS`] times in a
-    /// row (a crash loop). The line names the box, its exit status and its stderr's last line.
+    /// row (a crash loop). A box whose mover once ran (a history line, or a life past the early
+    /// window) is never counted: it can start. The line names the box, its exit status and its stderr's last line.
     pub fn setup_failure(&self) -> Option<String> {
         let lives = self.lives.lock().unwrap();
         let say = |name: &str, life: &Life, what: &str| {

@@ -98,14 +98,14 @@ fn the_psql_mover_runs_april_fenced_and_loses_nothing() {
         &results,
     );
     let stderr = String::from_utf8_lossy(&out.stderr);
+    assert!(
+        matches!(out.status.code(), Some(0 | 2)),
+        "never invalid: {stderr}"
+    );
     let verdict = read_json(&latest_run(&results, "april").join("verdict.json"));
     println!(
         "psql mover, April fenced: {} ({} of 133 moved)",
         verdict["valid"], verdict["stats"]["turbines_moved"]
-    );
-    assert!(
-        matches!(out.status.code(), Some(0 | 2)),
-        "never invalid: {stderr}"
     );
     assert_eq!(verdict["stats"]["rows_lost"], 0);
     assert_eq!(verdict["stats"]["stale_writes_accepted"], 0);
@@ -123,8 +123,11 @@ fn the_psql_mover_runs_april_fenced_and_loses_nothing() {
     assert_none_left(&data.display().to_string(), 10);
 }
 
-/// A mover that exits non-zero on its first life (as a team's mover exits on a database error
-/// and counts on systemd to restart it) is restarted by the supervisor and finishes the job.
+/// A mover that exits non-zero (as a team's mover exits on a database error and counts on
+/// systemd to restart it) is restarted by the supervisor and finishes the job. Here each box's
+/// first life prints a history line and exits; its next 6 lives exit at once, printing nothing
+/// (as the sh+psql mover does while the routing db is down at its restart): a mover that has
+/// run once is restarted each time, never taken for a crash loop (a setup mistake, exit 3).
 #[test]
 fn a_mover_that_exits_is_restarted_and_finishes() {
     let _one = one_at_a_time();
@@ -134,7 +137,10 @@ fn a_mover_that_exits_is_restarted_and_finishes() {
     let marks = dir.join("marks");
     std::fs::create_dir_all(&marks).unwrap();
     let cmd = format!(
-        "sh -c 'm={}/$CHAOS_BOX; if [ ! -e $m ]; then touch $m; echo \"lost my connection\" >&2; exit 1; fi; PSQL_MOVER_FENCING=on exec {PSQL_MOVER}'",
+        "sh -c 'm={}/$CHAOS_BOX; n=$(cat $m 2>/dev/null || echo 0); echo $((n + 1)) >$m; \
+         if [ $n -eq 0 ]; then echo \"{{\\\"type\\\":\\\"invoke\\\",\\\"f\\\":\\\"acquire\\\",\\\"value\\\":{{}}}}\"; fi; \
+         if [ $n -le 6 ]; then echo \"lost my connection\" >&2; exit 1; fi; \
+         PSQL_MOVER_FENCING=on exec {PSQL_MOVER}'",
         marks.display()
     );
     let out = run_chaos(
@@ -160,7 +166,7 @@ fn a_mover_that_exits_is_restarted_and_finishes() {
         .iter()
         .filter(|o| o["f"] == "restart" && o["type"] == "ok")
         .count();
-    assert!(restarts >= 4, "every box restarted once: {restarts}");
+    assert!(restarts >= 28, "every box restarted 7 times: {restarts}");
     // The restarted movers did the work (all of it on a quiet machine; a slow one may be cut
     // short by the time limit, which is unknown, never a finding).
     let verdict = read_json(&run.join("verdict.json"));

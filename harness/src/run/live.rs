@@ -239,7 +239,7 @@ impl Live {
 
 /// The boxes and their supervisor. A mover that exits non-zero within one lease of its start,
 /// printing nothing, did not run: with every box so (or one box 5 times in a row) the run is
-/// a setup failure.
+/// a setup failure. A box whose mover once ran is never counted again.
 fn movers(
     scenario: &Scenario,
     specs: Vec<MoverSpec>,
