@@ -54,6 +54,8 @@ mod tests {
             start_scenario_ms: 78_000_000,
             real_ns_per_scenario_s: 10_000_000,
             scenario_day_unix_ms: 1_776_038_400_000,
+            wall_check_run_ns: 0,
+            wall_check_unix_ns: 0,
         }
     }
 

@@ -424,6 +424,8 @@ async fn ingest_once(
         start_scenario_ms: 78_000_000,
         real_ns_per_scenario_s: 10_000_000,
         scenario_day_unix_ms: APRIL_DAY_UNIX_MS,
+        wall_check_run_ns: 0,
+        wall_check_unix_ns: 0,
     };
     let started = Instant::now();
     let history = HistoryWriter::create(history_path, started, clock, u64::MAX)?;

@@ -284,6 +284,8 @@ impl Scenario {
             start_scenario_ms: self.start_ms,
             real_ns_per_scenario_s: (self.file.time_scale_ms * 1_000_000.0).round() as i64,
             scenario_day_unix_ms: self.day_unix_ms,
+            wall_check_run_ns: 0,
+            wall_check_unix_ns: 0,
         }
     }
 

@@ -20,6 +20,21 @@ pub struct ScenarioClock {
     /// The scenario's calendar day at midnight, Unix ms: readings carry
     /// timestamps in this calendar (2026-04-13 for April).
     pub scenario_day_unix_ms: i64,
+    /// The run's wall clock checked against its monotonic clock at the end: `wall_check_run_ns`
+    /// of monotonic time after the start, the wall clock read `wall_check_unix_ns`. The history
+    /// is stamped on the monotonic clock and the databases stamp commits on the wall clock, and
+    /// a machine's wall clock may be slewed while a run goes (a VM's time sync was seen running
+    /// it 0.5% fast: a commit 137 ms real late at the end of an April night). Wall-clock
+    /// instants are mapped through the pair, linearly. 0: not checked (runs stored before),
+    /// the two clocks taken as one.
+    #[serde(default, skip_serializing_if = "is_zero")]
+    pub wall_check_run_ns: i64,
+    #[serde(default, skip_serializing_if = "is_zero")]
+    pub wall_check_unix_ns: i64,
+}
+
+fn is_zero(v: &i64) -> bool {
+    *v == 0
 }
 
 impl ScenarioClock {
@@ -30,7 +45,47 @@ impl ScenarioClock {
 
     /// Scenario ms for a wall-clock instant (for example a commit timestamp).
     pub fn scenario_ms_at_unix_ns(&self, unix_ns: i64) -> i64 {
-        self.scenario_ms_at_run_ns(unix_ns - self.start_unix_ns)
+        self.scenario_ms_at_run_ns(self.run_ns_at_unix_ns(unix_ns))
+    }
+
+    /// The clock with its wall clock checked now: `run_ns` of monotonic time since the start,
+    /// the wall clock at `unix_ns`.
+    pub fn with_wall_check(self, run_ns: i64, unix_ns: i64) -> ScenarioClock {
+        ScenarioClock {
+            wall_check_run_ns: run_ns,
+            wall_check_unix_ns: unix_ns,
+            ..self
+        }
+    }
+
+    /// The clock with its wall clock checked now, for a run whose scenario start was the
+    /// monotonic instant `t0`.
+    pub fn checked_now(self, t0: std::time::Instant) -> ScenarioClock {
+        let run_ns = std::time::Instant::now()
+            .saturating_duration_since(t0)
+            .as_nanos() as i64;
+        let unix_ns = std::time::SystemTime::now()
+            .duration_since(std::time::UNIX_EPOCH)
+            .map_or(0, |d| d.as_nanos() as i64);
+        self.with_wall_check(run_ns, unix_ns)
+    }
+
+    /// Monotonic and wall-clock spans of the checked part of the run, when there is one.
+    fn wall_spans(&self) -> Option<(i128, i128)> {
+        let run = self.wall_check_run_ns as i128;
+        let wall = self.wall_check_unix_ns as i128 - self.start_unix_ns as i128;
+        // A wall clock stepped by more than a tenth is not a slew: take the clocks as one.
+        (run > 0 && wall > 0 && wall * 10 > run * 9 && wall * 10 < run * 11).then_some((run, wall))
+    }
+
+    /// Monotonic ns since the start for a wall-clock instant (saturating).
+    pub fn run_ns_at_unix_ns(&self, unix_ns: i64) -> i64 {
+        let since = unix_ns as i128 - self.start_unix_ns as i128;
+        let run = match self.wall_spans() {
+            Some((run, wall)) => since * run / wall,
+            None => since,
+        };
+        run.clamp(i64::MIN as i128, i64::MAX as i128) as i64
     }
 
     /// A real duration, in ns, expressed as scenario ms.
@@ -56,7 +111,12 @@ impl ScenarioClock {
 
     /// Wall-clock Unix ns at a scenario time.
     pub fn unix_ns_at_scenario_ms(&self, scenario_ms: i64) -> i64 {
-        self.start_unix_ns + self.real_ns_for_scenario_ms(scenario_ms - self.start_scenario_ms)
+        let run = self.real_ns_for_scenario_ms(scenario_ms - self.start_scenario_ms) as i128;
+        let since = match self.wall_spans() {
+            Some((r, wall)) => run * wall / r,
+            None => run,
+        };
+        (self.start_unix_ns as i128 + since).clamp(i64::MIN as i128, i64::MAX as i128) as i64
     }
 
     /// The reading timestamp (Unix ms, scenario calendar) at a scenario time.
@@ -105,6 +165,8 @@ mod tests {
             start_scenario_ms: ScenarioClock::parse_time_of_day("21:40:00").unwrap(),
             real_ns_per_scenario_s: 10_000_000,
             scenario_day_unix_ms: 1_776_038_400_000,
+            wall_check_run_ns: 0,
+            wall_check_unix_ns: 0,
         }
     }
 
@@ -138,6 +200,27 @@ mod tests {
         );
         assert_eq!(ScenarioClock::parse_time_of_day("22:61:00"), None);
         assert_eq!(ScenarioClock::parse_time_of_day("soon"), None);
+    }
+
+    /// A wall clock running 0.5% fast (as a VM's time sync was seen doing): a commit 27.58 s
+    /// of wall clock after the start happened 27.44 s of monotonic time after it.
+    #[test]
+    fn a_slewed_wall_clock_maps_through_the_check() {
+        let c = april();
+        let slewed = c.with_wall_check(30_000_000_000, c.start_unix_ns + 30_150_000_000);
+        let commit = c.start_unix_ns + 27_580_000_000;
+        let run_ns = slewed.run_ns_at_unix_ns(commit);
+        assert!((run_ns - 27_442_786_069).abs() < 1_000, "{run_ns}");
+        assert_eq!(c.run_ns_at_unix_ns(commit), 27_580_000_000);
+        let t = ScenarioClock::parse_time_of_day("22:25:44").unwrap();
+        assert!((slewed.scenario_ms_at_unix_ns(slewed.unix_ns_at_scenario_ms(t)) - t).abs() <= 1);
+        // A step of more than a tenth is not a slew: the clocks are taken as one.
+        let stepped = c.with_wall_check(30_000_000_000, c.start_unix_ns + 90_000_000_000);
+        assert_eq!(stepped.run_ns_at_unix_ns(commit), 27_580_000_000);
+        // Stored runs have no check and read the same as before.
+        let text = serde_json::to_string(&c).unwrap();
+        assert!(!text.contains("wall_check"), "{text}");
+        assert_eq!(serde_json::from_str::<ScenarioClock>(&text).unwrap(), c);
     }
 
     #[test]

@@ -88,6 +88,8 @@ mod tests {
             start_scenario_ms: 78_000_000,
             real_ns_per_scenario_s: 10_000_000,
             scenario_day_unix_ms: 0,
+            wall_check_run_ns: 0,
+            wall_check_unix_ns: 0,
         };
         let w = HistoryWriter::create(&path, Instant::now(), clock, 1_000).unwrap();
         let threads: Vec<_> = (0..4)
@@ -126,6 +128,8 @@ mod tests {
             start_scenario_ms: 0,
             real_ns_per_scenario_s: 10_000_000,
             scenario_day_unix_ms: 0,
+            wall_check_run_ns: 0,
+            wall_check_unix_ns: 0,
         };
         let w = HistoryWriter::create(&path, Instant::now(), clock, 3).unwrap();
         for _ in 0..5 {

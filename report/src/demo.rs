@@ -234,6 +234,8 @@ pub fn demo_input() -> DemoRun {
         start_scenario_ms: start,
         real_ns_per_scenario_s: 10_000_000,
         scenario_day_unix_ms: 1_776_038_400_000,
+        wall_check_run_ns: 0,
+        wall_check_unix_ns: 0,
     };
     let mut b = Builder {
         clock,

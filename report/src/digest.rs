@@ -73,7 +73,7 @@ pub(crate) fn scenario_ms(clock: &ScenarioClock, run_ns: i64) -> i64 {
 
 /// The scenario time of a wall-clock instant (an audit row), saturating.
 pub(crate) fn scenario_ms_at_unix(clock: &ScenarioClock, unix_ns: i64) -> i64 {
-    scenario_ms(clock, unix_ns.saturating_sub(clock.start_unix_ns))
+    scenario_ms(clock, clock.run_ns_at_unix_ns(unix_ns))
 }
 
 /// The run's span as the timeline accepts it: scenario start to end, with a

@@ -16,6 +16,8 @@ fn clock() -> ScenarioClock {
         start_scenario_ms: START_MS,
         real_ns_per_scenario_s: 10_000_000,
         scenario_day_unix_ms: 1_776_038_400_000,
+        wall_check_run_ns: 0,
+        wall_check_unix_ns: 0,
     }
 }
 

@@ -455,6 +455,8 @@ pub(super) fn synthesize(events: u64) -> Synthetic {
         start_scenario_ms,
         real_ns_per_scenario_s: SCALE_NS,
         scenario_day_unix_ms: 1_776_038_400_000,
+        wall_check_run_ns: 0,
+        wall_check_unix_ns: 0,
     };
     // Six ingest events (invoke + ok, per shard) per 2 s tick, and about 1.6
     // of the boxes' and the nemesis's (polls, the plan, faults).

@@ -59,6 +59,8 @@ pub fn meta(dir: &Path, history: &Path) -> anyhow::Result<RunMeta> {
         start_scenario_ms,
         real_ns_per_scenario_s: ns_per_s,
         scenario_day_unix_ms: scenario["day_unix_ms"].as_i64().unwrap_or(0),
+        wall_check_run_ns: 0,
+        wall_check_unix_ns: 0,
     };
     let end_scenario_ms = last
         .map(|op| clock.scenario_ms_at_run_ns(op.time_ns.clamp(0, i64::MAX / 1000)))

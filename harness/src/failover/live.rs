@@ -61,6 +61,11 @@ pub struct Finals {
 }
 
 impl Live {
+    /// The run's clock with its wall clock checked against the monotonic one now.
+    pub fn checked_clock(&self) -> ScenarioClock {
+        self.clock.checked_now(self.t0)
+    }
+
     /// Start the watcher held at its gate, start the clock, the observer, the watcher, the
     /// nemesis and the app.
     pub async fn start(

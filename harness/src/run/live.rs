@@ -72,6 +72,12 @@ pub struct Bed {
 }
 
 impl Live {
+    /// The run's clock with its wall clock checked against the monotonic one now (the audit's
+    /// commit times are on the wall clock).
+    pub fn checked_clock(&self) -> ScenarioClock {
+        self.clock.checked_now(self.t0)
+    }
+
     /// Arm the triggers, start the movers (held at their gates, connected), start the clock a
     /// moment from now (so the faults due at the start land at it), then let the movers go
     /// and start the nemesis and the ingest.

@@ -209,6 +209,8 @@ mod tests {
             start_scenario_ms: START,
             real_ns_per_scenario_s: 10_000_000,
             scenario_day_unix_ms: 0,
+            wall_check_run_ns: 0,
+            wall_check_unix_ns: 0,
         }
     }
 
