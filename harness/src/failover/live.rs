@@ -62,7 +62,7 @@ pub struct Finals {
 
 impl Live {
     /// The run's clock with its wall clock checked against the monotonic one now.
-    pub fn checked_clock(&self) -> ScenarioClock {
+    pub fn clock_now(&self) -> ScenarioClock {
         self.clock.checked_now(self.t0)
     }
 

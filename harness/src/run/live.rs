@@ -74,7 +74,7 @@ pub struct Bed {
 impl Live {
     /// The run's clock with its wall clock checked against the monotonic one now (the audit's
     /// commit times are on the wall clock).
-    pub fn checked_clock(&self) -> ScenarioClock {
+    pub fn clock_now(&self) -> ScenarioClock {
         self.clock.checked_now(self.t0)
     }
 
