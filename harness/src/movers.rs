@@ -303,7 +303,8 @@ impl Movers {
     /// mover exited non-zero within the early window of its start without a history line and
     /// none is running or about to restart, or one box did so [`CRASH_LOOP_EXITS`] times in a
     /// row (a crash loop). A box whose mover once ran (a history line, or a life past the early
-    /// window) is never counted: it can start. The line names the box, its exit status and its stderr's last line.
+    /// window) is never counted: it can start. The line names the box, its exit status and its
+    /// stderr's last line.
     pub fn setup_failure(&self) -> Option<String> {
         let lives = self.lives.lock().unwrap();
         let say = |name: &str, life: &Life, what: &str| {
