@@ -110,3 +110,14 @@ pub fn say(quiet: bool, line: &str) {
         eprintln!("{line}");
     }
 }
+
+/// The run's clock with its wall clock checked against the monotonic one now (database commit
+/// times are on the wall clock, the history on the monotonic one); says so, unless quiet, when
+/// the machine's wall clock moved during the run.
+pub fn checked_clock(clock: ScenarioClock, t0: std::time::Instant, quiet: bool) -> ScenarioClock {
+    let clock = clock.checked_now(t0);
+    if let Some(line) = clock.wall_drift_warning() {
+        say(quiet, &format!("chaos: {line}"));
+    }
+    clock
+}

@@ -54,6 +54,12 @@ fn the_psql_mover_runs_gc_pause_fenced_from_a_ready_start() {
         verdict["stats"]["turbines_moved"].as_u64().unwrap() > 0,
         "{stderr}"
     );
+    // The wall clock was checked against the monotonic one at the run's end, and the drift
+    // stored (its size is the machine's, not asserted).
+    let meta = read_json(&run.join("run.json"));
+    assert!(meta["clock"]["wall_check_run_ns"].as_i64().unwrap() > 0);
+    let figures = read_json(&run.join("figures.json"));
+    assert!(figures["wall_clock_drift_ppm"].is_i64(), "{figures}");
     let ops = history_ops(&run);
     let first_acquire_ns = ops
         .iter()

@@ -5,6 +5,10 @@ use serde::{Deserialize, Serialize};
 /// Milliseconds in a day, the modulus for printing a scenario time of day.
 const DAY_MS: i64 = 86_400_000;
 
+/// Wall-clock drift against the monotonic clock, in parts per million, above which a run says
+/// so. A steady machine shows well under 1 ppm over a run; a VM's time sync was seen at 5,000.
+pub const WALL_DRIFT_WARN_PPM: i64 = 100;
+
 /// How real time maps to scenario time for one run.
 ///
 /// Scenario time is held as milliseconds since the scenario's midnight
@@ -76,6 +80,34 @@ impl ScenarioClock {
         let wall = self.wall_check_unix_ns as i128 - self.start_unix_ns as i128;
         // A wall clock stepped by more than a tenth is not a slew: take the clocks as one.
         (run > 0 && wall > 0 && wall * 10 > run * 9 && wall * 10 < run * 11).then_some((run, wall))
+    }
+
+    /// How far the wall clock ran from the monotonic clock over the checked part of the run,
+    /// in parts per million (positive: the wall clock ran fast). None when the run was not
+    /// checked, or when the wall clock was stepped rather than slewed.
+    pub fn wall_drift_ppm(&self) -> Option<i64> {
+        self.wall_spans()
+            .map(|(run, wall)| ((wall - run) * 1_000_000 / run) as i64)
+    }
+
+    /// One line for the user when the wall clock moved against the monotonic clock by more
+    /// than `WALL_DRIFT_WARN_PPM` (a step, or a slew): commit times are then mapped through the
+    /// check, and a reader should know the machine's clock was not steady.
+    pub fn wall_drift_warning(&self) -> Option<String> {
+        if self.wall_check_run_ns <= 0 {
+            return None;
+        }
+        let spans_s = self.wall_check_run_ns as f64 / 1e9;
+        match self.wall_drift_ppm() {
+            Some(ppm) if ppm.abs() >= WALL_DRIFT_WARN_PPM => Some(format!(
+                "the machine's wall clock ran {ppm:+} ppm against its monotonic clock over the run's {spans_s:.1} s; database commit times were mapped through both (wall_check_* in run.json)"
+            )),
+            Some(_) => None,
+            None => Some(format!(
+                "the machine's wall clock was stepped during the run ({:.1} s of wall clock over {spans_s:.1} s of monotonic time); database commit times were taken as they read",
+                (self.wall_check_unix_ns - self.start_unix_ns) as f64 / 1e9
+            )),
+        }
     }
 
     /// Monotonic ns since the start for a wall-clock instant (saturating).
@@ -217,6 +249,18 @@ mod tests {
         // A step of more than a tenth is not a slew: the clocks are taken as one.
         let stepped = c.with_wall_check(30_000_000_000, c.start_unix_ns + 90_000_000_000);
         assert_eq!(stepped.run_ns_at_unix_ns(commit), 27_580_000_000);
+        // Both are said to the user; a steady clock is not.
+        assert_eq!(slewed.wall_drift_ppm(), Some(5_000));
+        let said = slewed.wall_drift_warning().unwrap();
+        assert!(
+            said.contains("+5000 ppm") && said.contains("30.0 s"),
+            "{said}"
+        );
+        assert!(stepped.wall_drift_warning().unwrap().contains("stepped"));
+        let steady = c.with_wall_check(30_000_000_000, c.start_unix_ns + 30_000_000_249);
+        assert_eq!(steady.wall_drift_ppm(), Some(0));
+        assert_eq!(steady.wall_drift_warning(), None);
+        assert_eq!(c.wall_drift_warning(), None);
         // Stored runs have no check and read the same as before.
         let text = serde_json::to_string(&c).unwrap();
         assert!(!text.contains("wall_check"), "{text}");

@@ -61,9 +61,9 @@ pub struct Finals {
 }
 
 impl Live {
-    /// The run's clock with its wall clock checked against the monotonic one now.
-    pub fn clock_now(&self) -> ScenarioClock {
-        self.clock.checked_now(self.t0)
+    /// The run's clock checked against the wall clock now (`progress::checked_clock`).
+    pub fn clock_now(&self, quiet: bool) -> ScenarioClock {
+        crate::progress::checked_clock(self.clock, self.t0, quiet)
     }
 
     /// Start the watcher held at its gate, start the clock, the observer, the watcher, the

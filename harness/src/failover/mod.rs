@@ -139,7 +139,7 @@ pub async fn run(opts: &RunOptions, scenario: Arc<Scenario>) -> anyhow::Result<R
     let live = live::Live::start(scenario.clone(), bed, spec, &history_path, &dir.logs).await?;
     let end = live.wait(quiet).await;
     let t_final = Instant::now();
-    let clock = live.clock_now();
+    let clock = live.clock_now(quiet);
     let (lags, exits) = (live.nemesis.lags_us(), live.movers.exits());
     let Some(finals) = live.wind_down(end.setup_failure.is_none()).await? else {
         anyhow::bail!("{}", end.setup_failure.unwrap_or_default());

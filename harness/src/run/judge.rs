@@ -74,6 +74,7 @@ pub async fn judge(
         &dir.file(chaos_history::FINAL_STATE_FILE),
         &finals.final_state,
     )?;
+    figures["wall_clock_drift_ppm"] = json!(meta.clock.wall_drift_ppm());
     let t_check = std::time::Instant::now();
     let verdict = {
         let (path, extra) = (dir.path.clone(), figures.clone());

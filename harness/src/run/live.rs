@@ -72,10 +72,9 @@ pub struct Bed {
 }
 
 impl Live {
-    /// The run's clock with its wall clock checked against the monotonic one now (the audit's
-    /// commit times are on the wall clock).
-    pub fn clock_now(&self) -> ScenarioClock {
-        self.clock.checked_now(self.t0)
+    /// The run's clock checked against the wall clock now (`progress::checked_clock`).
+    pub fn clock_now(&self, quiet: bool) -> ScenarioClock {
+        crate::progress::checked_clock(self.clock, self.t0, quiet)
     }
 
     /// Arm the triggers, start the movers (held at their gates, connected), start the clock a

@@ -170,7 +170,7 @@ pub async fn run(opts: &RunOptions) -> anyhow::Result<RunOutcome> {
 
     // Heal, stop, read. Every fault is healed before the final reads.
     let t_final = Instant::now();
-    let clock = live.clock_now();
+    let clock = live.clock_now(quiet);
     let (lags, exits) = (live.nemesis.lags_us(), live.movers.exits());
     let finals = live.wind_down(end.setup_failure.is_none()).await?;
     let Some(finals) = finals else {
