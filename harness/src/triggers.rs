@@ -529,7 +529,6 @@ pub async fn fire(
     nemesis.apply_now(f.index, f.kind.clone(), false, at).await;
     landed.take().map(|tx| tx.send(()));
     if let Some(d) = f.duration_ms {
-        tokio::time::sleep_until((at + real(d)).into()).await;
         nemesis.apply_now(f.index, f.kind, true, at + real(d)).await;
     }
 }

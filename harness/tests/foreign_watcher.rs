@@ -36,6 +36,9 @@ fn run(cmd: &str, expect: &str) -> failover::Run {
     let meta = read_json(&run_dir.join("run.json"));
     assert_eq!(meta["fence"], "own", "a team's watcher's fence is its own");
     assert_eq!(meta["watcher"], cmd);
+    // The run checked its wall clock against its monotonic clock and said how far it drifted.
+    let figures = read_json(&run_dir.join("figures.json"));
+    assert!(figures["wall_clock_drift_ppm"].is_i64(), "{figures}");
     // Its history lines went to the history, stamped as the watcher's. How many is its own
     // pace (a psql and a curl process a check: 19 in one fresh-clone run, over 20 in others),
     // so only that they arrive is asserted.

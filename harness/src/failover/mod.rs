@@ -181,6 +181,7 @@ pub async fn run(opts: &RunOptions, scenario: Arc<Scenario>) -> anyhow::Result<R
         "app": finals.app,
         "watcher_exits": exits,
         "end_reason": end.reason,
+        "wall_clock_drift_ppm": meta.clock.wall_drift_ppm(),
     });
     let t_check = Instant::now();
     let verdict = {

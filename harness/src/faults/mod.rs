@@ -125,7 +125,12 @@ impl Nemesis {
     /// When to begin working on an operation so that it lands at its scheduled instant: its
     /// family's lead before it.
     async fn wake(&self, op: &NemesisOp) -> Instant {
-        let at = self.scheduled(op);
+        self.wake_for(op, self.scheduled(op)).await
+    }
+
+    /// When work on `op` must begin for it to land at `at`: a database start or a restart
+    /// begins early by what it takes.
+    async fn wake_for(&self, op: &NemesisOp, at: Instant) -> Instant {
         let lead = match op.kind.family() {
             Family::Signal => signal::lead(self, op),
             Family::Database => database::lead(self, op).await,
@@ -279,7 +284,9 @@ impl Nemesis {
         }
     }
 
-    /// Apply a triggered fault (fault `index`, its target resolved), or its heal, landing at `at`.
+    /// Apply a triggered fault (fault `index`, its target resolved), or its heal, landing at `at`:
+    /// work begins early as for a scheduled operation (a triggered stop's start is begun
+    /// early by its measured start time, so its clients get the database back at `at`).
     pub async fn apply_now(&self, index: usize, kind: FaultKind, heal: bool, at: Instant) {
         let links = if kind.is_link_fault() {
             chaos_nemesis::LinkPattern::parse(kind.target())
@@ -288,14 +295,16 @@ impl Nemesis {
         } else {
             vec![]
         };
+        let since_t0 = at.saturating_duration_since(self.t0).as_nanos() as i64;
         let op = NemesisOp {
-            at_ms: self.history.now_scenario_ms(),
+            at_ms: self.history.clock().scenario_ms_at_run_ns(since_t0),
             verb: if heal { kind.heal_verb() } else { kind.verb() }.into(),
             fault: index,
             heal,
             kind,
             links,
         };
+        tokio::time::sleep_until(self.wake_for(&op, at).await.into()).await;
         self.apply_recorded(&op, at, true).await;
     }
 

@@ -66,6 +66,17 @@ impl Outcome {
             })
     }
 
+    /// Where nemesis operation `f` (`stop`, `start`, ...) was due, in scenario ms: the first
+    /// one recorded as done.
+    pub fn nemesis_ms(&self, f: &str) -> i64 {
+        self.history
+            .lines()
+            .filter_map(|l| serde_json::from_str::<Value>(l).ok())
+            .find(|o| o["process"] == "nemesis" && o["type"] == "ok" && o["f"] == f)
+            .and_then(|o| o["value"]["scheduled_ms"].as_i64())
+            .unwrap_or_else(|| panic!("no nemesis {f} in the history\n{}", self.summary()))
+    }
+
     fn f64(&self, key: &str) -> f64 {
         self.stats[key].as_f64().unwrap_or(-1.0)
     }
@@ -111,6 +122,12 @@ fn within(what: &str, value: f64, lo: f64, hi: f64, o: &Outcome) {
 /// plus a margin. With the data on the VM's disk the figures drifted with its load (box 2's
 /// late writes 72-75 s in one hour, 81-116 s in the next, and a slow turbine near 22:24
 /// cost the night its 107th); that is why the data is in memory now.
+///
+/// Since 2026-12-03 the night's faults wait for box 2's first renewal after 22:23:55 and land
+/// fixed delays after it (scenarios/april.toml): on a busy machine box 2's renewals had
+/// drifted by most of a 25 s cycle against the clock-timed maintenance, and a fresh-clone
+/// run lost both April tests at once. The ranges below hold 20 lease-only and 20 fenced runs
+/// of that scenario made one after another on the 2-core VM (docs/figures.md).
 pub fn april_lease_only(o: &Outcome) {
     println!("april (lease only): {}", o.summary());
     assert_eq!(
@@ -135,11 +152,12 @@ pub fn april_lease_only(o: &Outcome) {
         "box 2 wins in the race's minute (got {t} ms)"
     );
     // DESIGN: 107 (the 107th copied, its source delete waits for the renewal). Measured 106
-    // in 8 of 8.
+    // in 8 of 8 on a quiet machine; over 40 runs in one sitting 98 to 106 lease-only, and
+    // 92 to 106 fenced (the same work before the outage: a busy moment slows every copy).
     within(
         "turbines moved before the outage",
         o.f64("turbines_moved_before_first_vacancy"),
-        102.0,
+        88.0,
         107.0,
         o,
     );
@@ -153,20 +171,28 @@ pub fn april_lease_only(o: &Outcome) {
         ("box-3", 18),
         "box 3 takes over with token 18"
     );
-    // DESIGN 22:25:44. Measured 22:25:43.8 to 22:25:44.3.
+    // DESIGN: the routing db is back at 22:25:40 and box 3 takes the claim at 22:25:44, 4 s
+    // later. The night's faults wait for box 2's first renewal after 22:23:55 (its pace
+    // decides when that is), so the takeover is held to the routing db's return: box 3 polls
+    // every 4 s, and its acquire takes three round trips of 1 s. Measured 4.4 to 10.6 s over
+    // 40 runs (4 s when the return fell on the clock, as box 3's polls do).
+    let back = o.nemesis_ms("start");
     within(
-        "takeover time (scenario ms)",
-        takeover.2 as f64,
-        at("22:25:40") as f64,
-        at("22:25:50") as f64,
+        "takeover after the routing db is back (s)",
+        (takeover.2 - back) as f64 / 1000.0,
+        0.0,
+        13.0,
         o,
     );
-    // DESIGN: 34 s. Measured 31.7 to 33.0 s.
+    // DESIGN: 34 s: the lease's 60 s from box 2's last renewal, 10 s before the maintenance,
+    // to box 3's takeover 4 s after it. Measured 31.7 to 33.0 s with the maintenance on the
+    // clock; 34.4 to 40.7 s over 40 runs with it 10 s after box 2's renewal (30 s plus the
+    // takeover's delay above).
     within(
         "vacancy (longest window, s)",
         o.f64("vacancy_max_s"),
         28.0,
-        40.0,
+        44.0,
         o,
     );
     within(
@@ -181,6 +207,9 @@ pub fn april_lease_only(o: &Outcome) {
         // machine stretches them: CI (2026-12-01, docker) measured 91.4 s, its copy ending
         // 22:26:36 and the delete committing 22:26:43. What the design guarantees is "well
         // over a minute, and it ends with the tidy-up"; the ceiling only catches a runaway.
+        // With the night timed from box 2's renewal: 79.9 to 110.1 s over 20 runs (median
+        // 85.7; its copy of turbine 108 is read through a slowed link whichever shard it is
+        // on).
         64.0,
         130.0,
         o,
