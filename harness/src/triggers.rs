@@ -333,6 +333,23 @@ impl Drop for Listener {
     }
 }
 
+/// A claim change's notification (routing.sql's audit trigger): who holds the claim now
+/// (`None` when nobody does: released, or written already expired) and its token. A payload
+/// without `held` (the unique-constraint election's job_runs) is held.
+pub fn claim_change(payload: &str) -> (Option<String>, i64) {
+    let v: serde_json::Value = serde_json::from_str(payload).unwrap_or_default();
+    let held = v["held"].as_bool().unwrap_or(true);
+    let holder = v["holder"].as_str().filter(|_| held).map(str::to_string);
+    (holder, v["token"].as_i64().unwrap_or(0))
+}
+
+impl Listener {
+    /// The next claim change as [`claim_change`] reads it (`None`: the connection ended).
+    pub async fn next_change(&mut self) -> Option<(Option<String>, i64)> {
+        self.rx.recv().await.map(|(_, p)| claim_change(&p))
+    }
+}
+
 /// Connect to the routing db and LISTEN (before the clock starts, so the first grant is seen).
 pub async fn listen(routing_url: &str) -> anyhow::Result<Listener> {
     use futures_util::StreamExt;
@@ -388,14 +405,12 @@ pub async fn watch_claims(
             },
         };
         while let Some((seen, payload)) = l.rx.recv().await {
-            let v: serde_json::Value = serde_json::from_str(&payload).unwrap_or_default();
-            let holder = v["holder"].as_str();
-            let token = v["token"].as_i64().unwrap_or(0);
+            let (holder, token) = claim_change(&payload);
             let now_ms = history.now_scenario_ms();
             let firings = triggers
                 .lock()
                 .unwrap()
-                .claim_changed(holder, token, now_ms);
+                .claim_changed(holder.as_deref(), token, now_ms);
             for f in firings {
                 let _ = fired.send((f, seen, None));
             }

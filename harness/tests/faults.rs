@@ -861,6 +861,49 @@ async fn racing_acquirers_get_one_grant_and_burn_no_token() {
     db.stop().await;
 }
 
+/// What a trigger on `grant` or `renew` hears from the lock service: a grant and a renewal
+/// name their holder; a release keeps holder and token in the row but nobody holds the claim
+/// (April once counted box 2's release, after the night's work was done, as "box 2's renewal"
+/// and ran the whole night's faults then).
+#[tokio::test(flavor = "multi_thread")]
+async fn a_release_is_heard_as_no_holder_not_a_renewal() {
+    let db = Db::start("claim-changes").await;
+    let url = db.admin_url();
+    chaos_harness::setup::routing(&url, "move", 7, &[])
+        .await
+        .expect("the lock service installs");
+    let mut heard = chaos_harness::triggers::listen(&url)
+        .await
+        .expect("LISTEN on the claim changes");
+    let c = connect(&url).await;
+    let token: i64 = c
+        .query_one("select claim_acquire('move', 'box-2', 60000)", &[])
+        .await
+        .unwrap()
+        .get(0);
+    for sql in [
+        "select claim_renew('move', 'box-2', $1, 60000)",
+        "select claim_release('move', 'box-2', $1)",
+    ] {
+        c.query_one(sql, &[&token]).await.unwrap();
+    }
+    let mut changes = Vec::new();
+    for _ in 0..3 {
+        let next = tokio::time::timeout(Duration::from_secs(10), heard.next_change())
+            .await
+            .expect("a notification within 10 s");
+        changes.push(next.expect("the LISTEN connection stays up"));
+    }
+    let box2 = Some("box-2".to_string());
+    assert_eq!(
+        changes,
+        vec![(box2.clone(), token), (box2, token), (None, token)],
+        "grant, renewal, release"
+    );
+    drop(heard);
+    db.stop().await;
+}
+
 // ---------------------------------------------------------------------------------------------
 // 3. latency: 200 ms on every round trip; heal brings it back near baseline.
 // ---------------------------------------------------------------------------------------------

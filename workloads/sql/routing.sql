@@ -91,8 +91,11 @@ begin
     values (new.job, new.holder, new.token, new.expires_at,
             coalesce(current_setting('application_name', true), ''), txid_current());
     -- Pushed to the harness as the change commits (a trigger on grant or renew listens).
+    -- `held`: whether the claim still runs; a release (expires_at in the past) keeps its
+    -- holder and token in the row but is no renewal.
     perform pg_notify('chaos_claims', json_build_object(
-        'holder', new.holder, 'token', new.token)::text);
+        'holder', new.holder, 'token', new.token,
+        'held', new.expires_at > clock_timestamp())::text);
     return null;
 end $$;
 

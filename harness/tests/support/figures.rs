@@ -146,7 +146,8 @@ pub fn april_lease_only(o: &Outcome) {
     // DESIGN 21:40:00. Measured 21:40:00.9 to 21:40:02.7 on processes (the start gate opens
     // at the clock), 21:40:04.3 once in containers on a fresh clone (43 real ms: a container's
     // first connections are slower). What the scenario decides is the winner: the other three
-    // sit 2 s further from the routing db until 21:41, so box 2 wins within that minute.
+    // sit 20 s further from the routing db until 21:41 (2 s let box 3 win once in
+    // containers), so box 2 wins within that minute.
     assert!(
         t < at("21:41:00"),
         "box 2 wins in the race's minute (got {t} ms)"
