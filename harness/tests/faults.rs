@@ -861,6 +861,37 @@ async fn racing_acquirers_get_one_grant_and_burn_no_token() {
     db.stop().await;
 }
 
+/// A `down` fault outlives its database's restart even when the restart's link changes were
+/// sent before the `down` landed (a start is begun early by its measured start time, and its
+/// links open at the instant): in containers April's `down` on box 2's routing link, 10 s
+/// before the routing db came back, was undone by the start, and box 2 renewed its lapsed
+/// claim through it.
+#[tokio::test(flavor = "multi_thread")]
+async fn a_down_landing_while_its_node_restarts_stays_down() {
+    let links = Links::start(None).await.expect("embedded proxy");
+    links
+        .add(LINK, "127.0.0.1:0", "127.0.0.1:9")
+        .await
+        .expect("the link's proxy");
+    assert_eq!(links.cut_node(links.client(), NODE).await.unwrap(), 1);
+    let held = links
+        .client()
+        .held_until(Instant::now() + Duration::from_millis(400), None, None);
+    let down = FaultKind::Down {
+        link: LINK.to_string(),
+    };
+    let (opened, ()) = tokio::join!(links.restore_node(&held, NODE), async {
+        tokio::time::sleep(Duration::from_millis(150)).await;
+        chaos_harness::faults::link::inject(&links, links.client(), LINK, &down, &scenario())
+            .await
+            .unwrap();
+    });
+    assert_eq!(opened.unwrap(), 0, "nothing opened: the link is down");
+    let info = links.client().get(&proxy_name(LINK)).await.unwrap();
+    assert!(!info.enabled, "the down holds after the restart: {info:?}");
+    links.shutdown().await;
+}
+
 /// What a trigger on `grant` or `renew` hears from the lock service: a grant and a renewal
 /// name their holder; a release keeps holder and token in the row but nobody holds the claim
 /// (April once counted box 2's release, after the night's work was done, as "box 2's renewal"

@@ -26,7 +26,7 @@ pub(super) async fn apply(
     invoke: &Invoke,
 ) -> Result<Applied, String> {
     if op.heal {
-        start(n, op.kind.target(), held).await
+        start(n, op.kind.target(), at, held).await
     } else {
         stop(n, &op.kind, at, held, invoke).await
     }
@@ -70,8 +70,14 @@ async fn stop(
     })
 }
 
-/// Started early by its measured start time; its clients get it back at the instant.
-async fn start(n: &Nemesis, target: &str, held: &ToxiproxyClient) -> Result<Applied, String> {
+/// Started early by its measured start time; its clients get it back at the instant. Which
+/// links open is decided just before it (a `down` landing meanwhile keeps its link shut).
+async fn start(
+    n: &Nemesis,
+    target: &str,
+    at: Instant,
+    held: &ToxiproxyClient,
+) -> Result<Applied, String> {
     let took = n
         .cluster
         .lock()
@@ -80,6 +86,7 @@ async fn start(n: &Nemesis, target: &str, held: &ToxiproxyClient) -> Result<Appl
         .await
         .map_err(|e| e.to_string())?;
     let ready = Instant::now();
+    tokio::time::sleep_until(at.checked_sub(PREPARE).unwrap_or(at).into()).await;
     let links = n
         .links
         .restore_node(held, target)
