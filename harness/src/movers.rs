@@ -38,6 +38,8 @@ pub struct Movers {
     killed_by_nemesis: Mutex<std::collections::BTreeSet<String>>,
     /// Set when the run ends: nothing is restarted any more.
     stopping: std::sync::atomic::AtomicBool,
+    /// Opaque lock values (`lock_value` in a mover's history line) and the box that holds by each.
+    lock_names: crate::lock::Names,
 }
 
 /// The supervisor's policy (`[mover] restart`, `restart_delay_s`).
@@ -92,7 +94,13 @@ impl Movers {
             supervisor,
             killed_by_nemesis: Mutex::new(Default::default()),
             stopping: std::sync::atomic::AtomicBool::new(false),
+            lock_names: Default::default(),
         })
+    }
+
+    /// The lock values the movers tied to their boxes, as the lock observer reads them.
+    pub fn lock_names(&self) -> crate::lock::Names {
+        self.lock_names.clone()
     }
 
     pub fn log_dir(&self) -> PathBuf {
@@ -227,6 +235,10 @@ impl Movers {
             Some((kind, f, value)) => {
                 if let Some(life) = self.lives.lock().unwrap().get_mut(box_name) {
                     life.history_lines += 1;
+                }
+                if let Some(v) = value.get("lock_value").and_then(|v| v.as_str()) {
+                    let mut names = self.lock_names.lock().unwrap();
+                    names.insert(v.to_string(), box_name.to_string());
                 }
                 self.progress.observe(box_name, kind, &f, &value);
                 self.history.record(box_name, kind, &f, value);

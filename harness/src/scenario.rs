@@ -73,6 +73,9 @@ pub struct ScenarioFile {
     /// System `ten-objects`: the objects and how they are fenced.
     #[serde(default)]
     pub objects: ObjectsSection,
+    /// The lock service that holds the lease (`claims`, the routing db's row, by default).
+    #[serde(default, skip_serializing_if = "is_default_lock")]
+    pub lock: crate::lock::LockSection,
     /// The failover system's settings (`system = "failover"`).
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub failover: Option<crate::failover::settings::FailoverSection>,
@@ -82,6 +85,10 @@ pub struct ScenarioFile {
     pub nemesis: NemesisSection,
     #[serde(default)]
     pub expect: ExpectSection,
+}
+
+fn is_default_lock(l: &crate::lock::LockSection) -> bool {
+    *l == crate::lock::LockSection::default()
 }
 
 fn default_date() -> String {
@@ -445,6 +452,10 @@ pub fn validate(
     let v = Validator {
         path: path.display().to_string(),
     };
+    let mut file = file;
+    for f in &mut file.faults {
+        crate::lock::alias_routing(&file.lock, &mut f.kind);
+    }
     let start_ms = v.time("start", &file.start)?;
     let mut end_ms = v.time("end", &file.end)?;
     if end_ms <= start_ms {
@@ -486,10 +497,16 @@ pub fn validate(
     })
 }
 
-/// What a scenario's faults can name: its system's boxes, nodes and links.
+/// What a scenario's faults can name: its system's boxes, nodes and links (a lock service
+/// with a server of its own is the node `lock`, linked from every box).
 fn topology_of(file: &ScenarioFile) -> Topology {
     match file.system {
         System::Failover => crate::failover::settings::topology(),
+        _ if file.lock.has_node() => Topology::with_lock(
+            file.cluster.boxes,
+            file.cluster.shards,
+            crate::lock::LOCK_NODE,
+        ),
         _ => Topology::new(file.cluster.boxes, file.cluster.shards),
     }
 }
@@ -591,6 +608,13 @@ impl Validator {
             "1 to 1000",
             l.batches,
         )?;
+        let lease_real_ms = (l.lease_s * file.time_scale_ms).round() as u64;
+        file.lock
+            .check(
+                lease_real_ms,
+                file.mover.election == chaos_workloads::mover::Election::Unique,
+            )
+            .map_err(|(f, m)| self.field(&f, m))?;
         let m = &file.mover;
         let ready = m.ready_timeout_real_s;
         self.within(

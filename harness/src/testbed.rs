@@ -4,6 +4,7 @@
 
 use crate::backend::{BackendKind, Cluster, ClusterSpec};
 use crate::links::{link_target, Links};
+use crate::lock::{LockServer, LOCK_NODE};
 use crate::scenario::{Scenario, System};
 use crate::setup;
 use chaos_history::SeededTurbine;
@@ -26,7 +27,9 @@ pub struct BedOptions {
 pub struct Testbed {
     pub cluster: Cluster,
     pub links: Arc<Links>,
-    /// `routing`, then `shard1` .. `shardN`.
+    /// The lock service's own server, when it has one (etcd).
+    pub lock: LockServer,
+    /// `routing`, then `shard1` .. `shardN` (the databases; a lock server is apart).
     pub nodes: Vec<String>,
     pub urls: LinkUrls,
     /// Real seconds spent bringing the databases up.
@@ -61,6 +64,13 @@ impl LinkUrls {
     /// The URL a mover dials for `link`.
     pub fn mover(&self, link: &str) -> String {
         self.0.get(link).map(|u| u.0.clone()).unwrap_or_default()
+    }
+
+    /// The `host:port` a mover dials for `link` (a lock service that is not Postgres).
+    pub fn mover_addr(&self, link: &str) -> String {
+        let url = self.mover(link);
+        let rest = url.split_once('@').map_or(url.as_str(), |(_, r)| r);
+        rest.split('/').next().unwrap_or_default().to_string()
     }
 
     /// The URL the harness itself dials for `link` (the ingest).
@@ -98,7 +108,12 @@ impl Testbed {
     /// Start the databases, then a proxy per link of the scenario's topology.
     pub async fn start(scenario: &Scenario, o: &BedOptions) -> anyhow::Result<Testbed> {
         let topology = scenario.topology();
-        let nodes = topology.nodes.clone();
+        let nodes: Vec<String> = topology
+            .nodes
+            .iter()
+            .filter(|n| *n != LOCK_NODE)
+            .cloned()
+            .collect();
         let spec = ClusterSpec {
             nodes: nodes.clone(),
             links: topology.links(),
@@ -107,6 +122,7 @@ impl Testbed {
         };
         let began = Instant::now();
         let cluster = Cluster::start(o.backend, &spec).await?;
+        let lock = LockServer::start(&scenario.file.lock, o.backend, &o.run_id, &o.log_dir).await?;
         let cluster_s = began.elapsed().as_secs_f64();
         // Tests plant a panic here to prove no server outlives the harness.
         if std::env::var("CHAOS_TEST_PANIC").as_deref() == Ok("after-cluster") {
@@ -115,18 +131,19 @@ impl Testbed {
         let proxy_api = o.toxiproxy.clone().or_else(|| cluster.proxy_api());
         let links = Arc::new(Links::start(proxy_api.as_deref()).await?);
         for (i, link) in topology.links().iter().enumerate() {
+            let upstream = match link_target(link) {
+                LOCK_NODE => lock.upstream().unwrap_or_default(),
+                node => cluster.upstream(node),
+            };
             links
-                .add(
-                    link,
-                    &cluster.link_listen(link, i),
-                    &cluster.upstream(link_target(link)),
-                )
+                .add(link, &cluster.link_listen(link, i), &upstream)
                 .await?;
         }
         let urls = LinkUrls::of(&cluster, &links, topology.links());
         Ok(Testbed {
             cluster,
             links,
+            lock,
             nodes,
             urls,
             cluster_s,

@@ -225,6 +225,8 @@ pub struct Watch {
     fired_rx: Option<tokio::sync::mpsc::UnboundedReceiver<Fired>>,
     link_taps: Vec<chaos_proxy::Tap>,
     claims: Option<Listener>,
+    /// A lock service other than the claim row: its observer's changes (`hear_lock`).
+    lock_feed: Option<tokio::sync::mpsc::UnboundedReceiver<crate::lock::Seen>>,
     routing_url: String,
     tasks: Vec<tokio::task::JoinHandle<()>>,
 }
@@ -271,9 +273,16 @@ impl Watch {
             fired_rx: Some(fired_rx),
             link_taps,
             claims,
+            lock_feed: None,
             routing_url: routing_url.to_string(),
             tasks: vec![],
         })
+    }
+
+    /// Hear grants and renewals from a lock service's observer instead of the routing db.
+    pub fn hear_lock(&mut self, feed: tokio::sync::mpsc::UnboundedReceiver<crate::lock::Seen>) {
+        self.claims = None;
+        self.lock_feed = Some(feed);
     }
 
     /// The clock has started: events count from now, and what fires goes to `nemesis`.
@@ -284,6 +293,16 @@ impl Watch {
             self.tasks.push(tokio::spawn(land_fired(rx, nemesis)));
         }
         let fired = self.fired_tx.take();
+        if let (Some(feed), Some(fired)) = (self.lock_feed.take(), fired.clone()) {
+            if !self.triggers.lock().unwrap().is_empty() {
+                self.tasks.push(tokio::spawn(hear_changes(
+                    feed,
+                    self.triggers.clone(),
+                    history.clone(),
+                    fired,
+                )));
+            }
+        }
         if let (Some(first), Some(fired)) = (self.claims.take(), fired) {
             self.tasks.push(tokio::spawn(watch_claims(
                 self.routing_url.clone(),
@@ -414,6 +433,26 @@ pub async fn watch_claims(
             for f in firings {
                 let _ = fired.send((f, seen, None));
             }
+        }
+    }
+}
+
+/// Count each change a lock service's observer saw, as `watch_claims` does the routing db's.
+async fn hear_changes(
+    mut feed: tokio::sync::mpsc::UnboundedReceiver<crate::lock::Seen>,
+    triggers: Arc<Mutex<Triggers>>,
+    history: chaos_history::HistoryWriter,
+    fired: tokio::sync::mpsc::UnboundedSender<Fired>,
+) {
+    while let Some(seen) = feed.recv().await {
+        let now_ms = history.now_scenario_ms();
+        let firings =
+            triggers
+                .lock()
+                .unwrap()
+                .claim_changed(seen.holder.as_deref(), seen.token, now_ms);
+        for f in firings {
+            let _ = fired.send((f, seen.at, None));
         }
     }
 }

@@ -99,8 +99,12 @@ pub async fn up(a: UpArgs) -> anyhow::Result<u8> {
     }
     let stopping = Instant::now();
     let Testbed {
-        mut cluster, links, ..
+        mut cluster,
+        links,
+        mut lock,
+        ..
     } = bed;
+    lock.stop().await;
     cluster.stop_all().await;
     links.shutdown().await;
     let _ = std::fs::remove_file(state_file());

@@ -42,6 +42,17 @@ impl Topology {
         }
     }
 
+    /// The mover's names with a lock service of its own: `node` (after the shards), linked
+    /// from every box (the ingest never asks the lock).
+    pub fn with_lock(boxes: usize, shards: usize, node: &str) -> Topology {
+        let mut t = Topology::new(boxes, shards);
+        t.nodes.push(node.to_string());
+        for b in &t.boxes {
+            t.links.push(format!("{b}->{node}"));
+        }
+        t
+    }
+
     /// A system's own names: its boxes (processes the nemesis may pause or kill), its database
     /// nodes and its links, each `client->node` (the clients are read from the links).
     pub fn with_links(boxes: Vec<String>, nodes: Vec<String>, links: Vec<String>) -> Topology {
@@ -60,9 +71,10 @@ impl Topology {
         }
     }
 
-    /// The shards: every node but the routing db.
+    /// The shards: every node named `shard...` (not the routing db, not a lock service).
     pub fn shards(&self) -> &[String] {
-        &self.nodes[1..]
+        let n = self.nodes.iter().filter(|n| n.starts_with("shard")).count();
+        &self.nodes[1..1 + n]
     }
 
     /// Every link `client->node` that exists (the mover's ingest has none to routing).

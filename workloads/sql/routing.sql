@@ -65,6 +65,16 @@ begin
     return found;
 end $$;
 
+-- An advisory lock (`CHAOS_LOCK=advisory`) mints no token: the fenced design draws one from
+-- claim_tokens under the lock and records it beside the session that holds it, so the
+-- harness's observer (pg_locks, polled) can name the grant's token.
+create table if not exists lock_tokens (
+    pid           int not null,
+    backend_start timestamptz not null,
+    holder        text not null,
+    token         bigint not null
+);
+
 -- Lesson 007's election: at-most-once, no expiry, no renewal.
 create table if not exists job_runs (
     job    text not null,

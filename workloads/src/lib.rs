@@ -4,6 +4,7 @@ pub mod designs;
 pub mod failover;
 pub mod galewatch;
 pub mod ingest;
+pub mod lock;
 pub mod lock_sql;
 pub mod mover;
 pub mod schema;

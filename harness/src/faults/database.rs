@@ -14,6 +14,9 @@ pub(super) async fn lead(n: &Nemesis, op: &NemesisOp) -> Duration {
     if !op.heal {
         return PREPARE;
     }
+    if let Some(lock) = n.lock_server(op.kind.target()) {
+        return PREPARE + (2 * lock.lock().await.last_start()).max(Duration::from_millis(50));
+    }
     let c = n.cluster.lock().await;
     PREPARE + (2 * c.last_start(op.kind.target())).max(c.start_lead_floor())
 }
@@ -58,12 +61,11 @@ async fn stop(
     let landed = held.landed();
     invoke.fire();
     let began = Instant::now();
-    n.cluster
-        .lock()
-        .await
-        .stop_node(target, mode)
-        .await
-        .map_err(|e| e.to_string())?;
+    match n.lock_server(target) {
+        Some(lock) => lock.lock().await.stop_member(mode).await,
+        None => n.cluster.lock().await.stop_node(target, mode).await,
+    }
+    .map_err(|e| e.to_string())?;
     Ok(Applied {
         extra: json!({ "links_cut": links, "stopped_real_ms": began.elapsed().as_millis() as u64 }),
         landed,
@@ -78,13 +80,11 @@ async fn start(
     at: Instant,
     held: &ToxiproxyClient,
 ) -> Result<Applied, String> {
-    let took = n
-        .cluster
-        .lock()
-        .await
-        .start_node(target)
-        .await
-        .map_err(|e| e.to_string())?;
+    let took = match n.lock_server(target) {
+        Some(lock) => lock.lock().await.start_member().await,
+        None => n.cluster.lock().await.start_node(target).await,
+    }
+    .map_err(|e| e.to_string())?;
     let ready = Instant::now();
     tokio::time::sleep_until(at.checked_sub(PREPARE).unwrap_or(at).into()).await;
     let links = n

@@ -37,6 +37,8 @@ pub struct Nemesis {
     lags_us: Mutex<Vec<i64>>,
     /// Set when the schedule is over: held proxy changes not yet sent are called off.
     cancel: Arc<std::sync::atomic::AtomicBool>,
+    /// The lock service's own server (etcd), the node `lock`: set by a run that has one.
+    pub lock: std::sync::OnceLock<Arc<tokio::sync::Mutex<crate::lock::LockServer>>>,
 }
 
 /// How far ahead of its instant a proxy change begins (its reads), real time.
@@ -109,7 +111,15 @@ impl Nemesis {
             active: Mutex::new(vec![]),
             lags_us: Mutex::new(vec![]),
             cancel: Arc::new(std::sync::atomic::AtomicBool::new(false)),
+            lock: std::sync::OnceLock::new(),
         })
+    }
+
+    /// The lock service's server when `node` is it (the `lock` node of a service that has one).
+    fn lock_server(&self, node: &str) -> Option<&Arc<tokio::sync::Mutex<crate::lock::LockServer>>> {
+        (node == crate::lock::LOCK_NODE)
+            .then(|| self.lock.get())
+            .flatten()
     }
 
     /// Real instant an operation is scheduled for.

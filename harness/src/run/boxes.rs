@@ -101,7 +101,7 @@ pub fn settings(s: &Scenario) -> BTreeMap<String, String> {
         }
         System::Mover | System::Failover => {}
     }
-    BTreeMap::from([
+    let mut settings = BTreeMap::from([
         ("fencing".into(), switch_name(m.fencing)),
         ("on_renew_failure".into(), switch_name(m.on_renew_failure)),
         ("on_lost".into(), switch_name(m.on_lost)),
@@ -116,7 +116,12 @@ pub fn settings(s: &Scenario) -> BTreeMap<String, String> {
         ("poll_s".into(), l.poll_s.to_string()),
         ("copy_s".into(), l.copy_s.to_string()),
         ("time_scale_ms".into(), s.file.time_scale_ms.to_string()),
-    ])
+    ]);
+    // Only a service other than the claim row is said (stored runs keep their settings).
+    if s.file.lock.service != crate::lock::LockKind::Claims {
+        settings.insert("lock".into(), s.file.lock.service.name().to_string());
+    }
+    settings
 }
 
 /// One spec per box: the program (a `--mover-cmd` or the reference mover with its switches),
@@ -158,6 +163,18 @@ pub fn specs(
             ("CHAOS_COPY_MS".into(), real(s.lease.copy_s)),
             ("CHAOS_BATCHES".into(), s.lease.batches.to_string()),
         ];
+        let lock_addrs: Vec<String> = if s.lock.has_node() {
+            vec![urls.mover_addr(&format!("{b}->{}", crate::lock::LOCK_NODE))]
+        } else {
+            vec![]
+        };
+        env.extend(crate::lock::box_env(
+            &s.lock,
+            &s.lease.job,
+            scenario.real_ms(s.lease.lease_s * 1000.0),
+            &urls.mover(&format!("{b}->routing")),
+            &lock_addrs,
+        ));
         if clocked.contains(b) {
             env.extend(clock::mover_env(log_dir, b)?);
         }

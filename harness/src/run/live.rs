@@ -4,6 +4,7 @@ use crate::audit;
 use crate::backend::{Cluster, MoverSpec};
 use crate::faults::Nemesis;
 use crate::links::Links;
+use crate::lock::{LockServer, Observer};
 use crate::movers::{Movers, Supervisor};
 use crate::progress::{say, Progress};
 use crate::scenario::Scenario;
@@ -35,6 +36,8 @@ pub struct Live {
     pub nemesis: Arc<Nemesis>,
     progress: Arc<Progress>,
     watch: Watch,
+    lock: Arc<tokio::sync::Mutex<LockServer>>,
+    observer: Observer,
     nemesis_task: tokio::task::JoinHandle<()>,
     stop_ingest: Arc<AtomicBool>,
     ingest: Vec<tokio::task::JoinHandle<IngestStats>>,
@@ -67,6 +70,7 @@ pub struct Finals {
 pub struct Bed {
     pub cluster: Cluster,
     pub links: Arc<Links>,
+    pub lock: LockServer,
     pub urls: LinkUrls,
     pub shards: Vec<String>,
 }
@@ -91,6 +95,7 @@ impl Live {
         let Bed {
             cluster,
             links,
+            lock,
             urls,
             shards,
         } = bed;
@@ -108,6 +113,20 @@ impl Live {
         let history = HistoryWriter::create(history_path, t0, clock, HISTORY_LIMIT)?;
         let progress = Arc::new(Progress::new(farm.plan().len()));
         let movers = movers(&scenario, specs, launcher, &history, &progress, log_dir);
+        // The lock service's own record, from before the first grant (claims: the routing db's
+        // audit and NOTIFY, read by the triggers and at the end).
+        let service = scenario.file.lock.service;
+        let endpoint = lock.upstream().unwrap_or_else(|| routing.clone());
+        let (observer, feed) = Observer::start(
+            service,
+            &scenario.file.lease.job,
+            &service.key(&scenario.file.lease.job),
+            &endpoint,
+            movers.lock_names(),
+        );
+        if service != crate::lock::LockKind::Claims {
+            watch.hear_lock(feed);
+        }
         let nemesis = Nemesis::new(
             cluster.clone(),
             links.clone(),
@@ -117,6 +136,8 @@ impl Live {
             scenario.clone(),
             t0,
         );
+        let lock = Arc::new(tokio::sync::Mutex::new(lock));
+        let _ = nemesis.lock.set(lock.clone());
         watch.start(nemesis.clone());
         let schedule = scenario.schedule.clone();
         let initial = nemesis.apply_initial(&schedule).await;
@@ -141,6 +162,8 @@ impl Live {
             nemesis,
             progress,
             watch,
+            lock,
+            observer,
             nemesis_task,
             stop_ingest,
             ingest,
@@ -210,6 +233,7 @@ impl Live {
             }
         }
         self.nemesis.heal_all().await;
+        let observed = self.observer.finish().await;
         let finals = if read {
             let (audit, final_state) = {
                 let c = self.cluster.lock().await;
@@ -220,6 +244,9 @@ impl Live {
                     .map(|n| (n.clone(), c.admin_url(n)))
                     .collect();
                 let (mut audit, mut fin) = audit::collect(&c.admin_url("routing"), &shards).await;
+                if let Some(changes) = observed {
+                    audit.claim_changes = changes;
+                }
                 crate::designs::read_back(&self.scenario, &shards, &mut audit, &mut fin).await;
                 (audit, fin)
             };
@@ -236,6 +263,7 @@ impl Live {
             let _ = self.history.finish();
             None
         };
+        self.lock.lock().await.stop().await;
         self.cluster.lock().await.stop_all().await;
         self.links.shutdown().await;
         Ok(finals)

@@ -89,6 +89,27 @@ pub fn resolve(opts: &RunOptions) -> anyhow::Result<Scenario> {
     if let Some(v) = opts.rows_per_turbine {
         file.data.rows_per_turbine = v;
     }
+    if let Some(v) = opts.lock {
+        file.lock.service = v;
+    }
+    // etcd's leases are whole seconds: the scale grows until the lease is one.
+    let scale = file
+        .lock
+        .time_scale_ms(file.time_scale_ms, file.lease.lease_s);
+    if scale != file.time_scale_ms && opts.time_scale_ms.is_none() {
+        say(
+            opts.quiet,
+            &format!(
+                "chaos: {} leases are whole seconds: {} real ms per scenario second (was {}), so the {} s lease is {} real ms",
+                file.lock.service.name(),
+                (scale * 1000.0).round() / 1000.0,
+                file.time_scale_ms,
+                file.lease.lease_s,
+                (file.lease.lease_s * scale).round()
+            ),
+        );
+        file.time_scale_ms = scale;
+    }
     Ok(scenario::validate(file, &path, &opts.extra_faults)?)
 }
 
@@ -150,9 +171,13 @@ pub async fn run(opts: &RunOptions) -> anyhow::Result<RunOutcome> {
     );
     let shards = bed.shards().to_vec();
     let specs = boxes::specs(&scenario, &bed.urls, &shards, &dir.logs)?;
+    if let Some(lock) = bed.lock.describe() {
+        say(quiet, &format!("chaos: lock service {lock}"));
+    }
     let bed = live::Bed {
         cluster: bed.cluster,
         links: bed.links,
+        lock: bed.lock,
         urls: bed.urls,
         shards,
     };

@@ -21,6 +21,8 @@ pub struct RunOptions {
     /// System ten-objects: the updater's design (overrides `[objects] fence`).
     pub objects_fence: Option<scenario::ObjectsFence>,
     pub lease_s: Option<f64>,
+    /// The lock service that holds the lease (overrides `[lock] service`).
+    pub lock: Option<crate::lock::LockKind>,
     pub seed: Option<u64>,
     pub mover_cmd: Option<String>,
     pub time_scale_ms: Option<f64>,
@@ -58,6 +60,7 @@ impl RunOptions {
             (self.renew_on_thread, "--renew-on-thread"),
             (self.election.is_some(), "--election"),
             (self.lease_s.is_some(), "--lease"),
+            (self.lock.is_some(), "--lock"),
             (self.mover_cmd.is_some(), "--mover-cmd"),
             (self.mover_ready.is_some(), "--mover-ready"),
             (self.rows_per_turbine.is_some(), "--rows-per-turbine"),

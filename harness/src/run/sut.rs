@@ -35,6 +35,10 @@ pub struct SutArgs {
     /// Lease length in scenario time, e.g. 60s, 5s, 1m.
     #[arg(long, value_parser = values::lease_s, allow_hyphen_values = true)]
     pub lease: Option<f64>,
+    /// The lock service that holds the lease: claims (the routing db's claim row), advisory
+    /// (a Postgres advisory lock) or etcd (a real etcd 3.4 member).
+    #[arg(long, value_enum)]
+    pub lock: Option<crate::lock::LockKind>,
     /// Run this program (following the mover protocol, docs/mover-protocol.md) instead of the reference mover.
     #[arg(long)]
     pub mover_cmd: Option<String>,
@@ -87,6 +91,7 @@ impl SutArgs {
             idempotent: self.idempotent,
             objects_fence: self.objects_fence,
             lease_s: self.lease,
+            lock: self.lock,
             seed,
             mover_cmd: self.mover_cmd.clone(),
             time_scale_ms: self.time_scale_ms,
@@ -117,6 +122,7 @@ impl SutArgs {
             || self.idempotent
             || self.objects_fence.is_some()
             || self.lease.is_some()
+            || self.lock.is_some()
             || self.mover_cmd.is_some()
             || self.mover_ready.is_some()
             || self.restart.is_some()

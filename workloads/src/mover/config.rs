@@ -1,5 +1,6 @@
 //! The mover's input: its switches (clap) and the protocol's environment variables, checked up front so a bad input is one clear line.
 
+use crate::lock::{LockKind, LOCK_KEY_VAR, LOCK_URLS_VAR, LOCK_VAR};
 use clap::{Parser, ValueEnum};
 use std::collections::BTreeMap;
 use std::time::Duration;
@@ -118,6 +119,12 @@ pub struct Env {
     /// `CHAOS_GATE` (optional): a fifo to read one line from once connected, before the
     /// first claim attempt, so every box starts with the harness's scenario clock.
     pub gate: Option<std::path::PathBuf>,
+    /// `CHAOS_LOCK` (optional, `claims`): the lock service that holds the lease.
+    pub lock: LockKind,
+    /// `CHAOS_LOCK_URLS`: the service's endpoints (the routing db's URL when it is the lock).
+    pub lock_urls: Vec<String>,
+    /// `CHAOS_LOCK_KEY`: the key (etcd) or the advisory lock's number.
+    pub lock_key: String,
 }
 
 /// Everything the mover runs on: env plus flags, with every default resolved.
@@ -179,7 +186,37 @@ impl Env {
                 "CHAOS_BATCHES is {batches}: use 1..={MAX_BATCHES} (batches per turbine copy)"
             )));
         }
+        let lock = LockKind::from_var(get(LOCK_VAR).as_deref()).map_err(BadInput)?;
+        let lock_urls: Vec<String> = get(LOCK_URLS_VAR)
+            .unwrap_or_default()
+            .split(',')
+            .map(|u| u.trim().to_string())
+            .filter(|u| !u.is_empty())
+            .collect();
+        if lock == LockKind::Etcd && lock_urls.is_empty() {
+            return Err(BadInput(format!(
+                "{LOCK_URLS_VAR} is not set: with {LOCK_VAR}=etcd set it to the members' endpoints, e.g. http://127.0.0.1:2379"
+            )));
+        }
+        let lock_key = get(LOCK_KEY_VAR)
+            .map(|k| k.trim().to_string())
+            .filter(|k| !k.is_empty())
+            .unwrap_or_else(|| lock.key(&job));
+        if lock == LockKind::Advisory {
+            if let Some(url) = lock_urls.first() {
+                parse_pg_url(LOCK_URLS_VAR, url)?;
+            }
+        }
+        if lock == LockKind::Advisory && lock_key.parse::<i64>().is_err() {
+            return Err(BadInput(format!(
+                "{LOCK_KEY_VAR} is {lock_key:?}: an advisory lock's key is a whole number, e.g. {}",
+                crate::lock::ADVISORY_KEY
+            )));
+        }
         Ok(Env {
+            lock,
+            lock_urls,
+            lock_key,
             box_name,
             job,
             routing,

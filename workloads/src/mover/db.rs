@@ -76,8 +76,13 @@ impl Db {
         config.connect_timeout(timeout);
         // The server gives up on a statement the client has stopped waiting
         // for, so a timed-out call does not keep a lock on the server.
+        // Settings the URL brings (an advisory lock's session timeouts) are kept.
+        let prior = config
+            .get_options()
+            .map(|o| format!("{o} "))
+            .unwrap_or_default();
         config.options(format!(
-            "-c statement_timeout={}",
+            "{prior}-c statement_timeout={}",
             timeout.as_millis().max(1)
         ));
         Db {

@@ -2,6 +2,7 @@
 
 pub mod config;
 pub mod db;
+pub mod etcd;
 pub mod history;
 pub mod pacing;
 pub mod run;

@@ -12,7 +12,10 @@ use std::time::{Duration, Instant, SystemTime};
 use tokio_postgres::SimpleQueryMessage;
 
 mod claim;
+mod lock;
 mod shards;
+
+use lock::LockClient;
 
 /// How the process ends.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -50,6 +53,8 @@ struct Grant {
     believed_from: Instant,
     /// None: the unique election has no expiry.
     lease: Option<Duration>,
+    /// etcd: the lease the key lives on (0 for the other services).
+    lease_id: i64,
 }
 
 impl Grant {
@@ -189,6 +194,8 @@ pub struct Mover {
     pace: Pace,
     /// `--renew-on-thread`: the task renewing the claim while this box holds it.
     renewer: Option<RenewThread>,
+    /// The lock service's client (`CHAOS_LOCK`).
+    lock: LockClient,
 }
 
 fn ms(d: Duration) -> u64 {
@@ -235,6 +242,7 @@ impl Mover {
             batches: env.batches,
         };
         Mover {
+            lock: LockClient::new(&s),
             h: History,
             routing,
             shards,
@@ -288,6 +296,13 @@ impl Mover {
     }
 
     async fn run_to_end(mut self) -> Exit {
+        if self.s.renew_on_thread && self.s.env.lock == crate::lock::LockKind::Advisory {
+            eprintln!(
+                "mover: {}: --renew-on-thread cannot hold an advisory lock (the session that renews must be the one that holds it): drop it or use another CHAOS_LOCK",
+                self.s.env.box_name
+            );
+            return Exit::BadInput;
+        }
         if let Err(msg) = self.connect_all().await {
             eprintln!("mover: {}: {msg}", self.s.env.box_name);
             return Exit::BadInput;
@@ -368,6 +383,19 @@ impl Mover {
         let results = futures_util::future::join_all(attempts).await;
         if let Some(msg) = results.into_iter().find_map(Result::err) {
             return Err(msg);
+        }
+        let mut delay = Duration::from_millis(50);
+        while let Err(e) = self.connect_lock().await {
+            let left = deadline.saturating_duration_since(Instant::now());
+            if left.is_zero() {
+                return Err(format!(
+                    "cannot reach the lock service ({} at {}) within {budget_ms} ms: {e}; start it or fix CHAOS_LOCK_URLS",
+                    self.s.env.lock.name(),
+                    self.lock_display()
+                ));
+            }
+            tokio::time::sleep(delay.min(left)).await;
+            delay = (delay * 2).min(Duration::from_millis(1000));
         }
         // Warm up: parse the hot statements now. A failure here (an old schema) is left
         // for the real call to report in its own words.

@@ -12,25 +12,19 @@ impl Mover {
     pub(super) async fn poll_acquire(&mut self) -> Grant {
         let poll = Duration::from_millis(self.s.env.poll_ms);
         let lease_ms = self.s.env.lease_ms as i64;
-        let (job, me) = (self.s.env.job.clone(), self.s.env.box_name.clone());
         let mut next = Instant::now();
         let mut failing = false;
         loop {
             tokio::time::sleep_until(tokio::time::Instant::from_std(next)).await;
             next = (next + poll).max(Instant::now());
             let sent = Instant::now();
-            match self
-                .routing
-                .query(SQL_ACQUIRE, &[&job, &me, &lease_ms])
-                .await
-            {
-                Ok(rows) => {
+            match self.lock_acquire().await {
+                Ok(got) => {
                     if failing {
-                        self.log("routing db answers again");
+                        self.log("the lock service answers again");
                         failing = false;
                     }
-                    let token: Option<i64> = rows.first().and_then(|r| r.get(0));
-                    if let Some(token) = token {
+                    if let Some((token, lease_id)) = got {
                         self.h
                             .ok("acquire", json!({ "token": token, "lease_ms": lease_ms }));
                         self.log(format!(
@@ -40,12 +34,14 @@ impl Mover {
                             token,
                             believed_from: sent,
                             lease: Some(Duration::from_millis(lease_ms as u64)),
+                            lease_id,
                         };
                     }
                 }
                 Err(e) => {
                     if e.schema() {
-                        self.schema_error("routing", &self.routing.display, &e);
+                        let display = self.lock_display();
+                        self.schema_error("routing", &display, &e);
                     }
                     // One line per streak of failures keeps the history small through an outage.
                     if !failing {
@@ -145,6 +141,7 @@ impl Mover {
             token: 0,
             believed_from: sent,
             lease: None,
+            lease_id: 0,
         }
     }
 
@@ -165,8 +162,6 @@ impl Mover {
     pub(super) async fn renew(&mut self, grant: &mut Grant) -> Renewal {
         let token = grant.token;
         let lease = grant.lease.unwrap_or_default();
-        let (job, me) = (self.s.env.job.clone(), self.s.env.box_name.clone());
-        let lease_ms = self.s.env.lease_ms as i64;
         self.h.invoke("renew", json!({ "token": token }));
         let budget = match self.s.on_renew_failure {
             OnRenewFailure::CarryOn => self.s.renew_retry,
@@ -182,31 +177,18 @@ impl Mover {
             // No attempt may outlast the budget, but even a spent one gets a real try: its
             // answer ("somebody else holds it") is how a holder whose lease ran out while it
             // was paused learns it lost, and a busy machine answers in tens of ms, not one.
-            self.routing.timeout = full_timeout.min(backoff.remaining().max(LAST_TRY));
+            self.set_lock_timeout(full_timeout.min(backoff.remaining().max(LAST_TRY)));
             let sent = Instant::now();
-            let outcome = self
-                .routing
-                .query(SQL_RENEW, &[&job, &me, &token, &lease_ms])
-                .await;
-            self.routing.timeout = full_timeout;
+            let outcome = self.lock_renew(grant).await;
+            self.set_lock_timeout(full_timeout);
             match outcome {
-                Ok(rows) => {
-                    let renewed: bool = rows
-                        .first()
-                        .and_then(|r| r.get::<_, Option<bool>>(0))
-                        .unwrap_or(false);
+                Ok(renewed) => {
                     if renewed {
                         grant.believed_from = sent;
                         self.h.ok("renew", json!({ "token": token }));
                         return Renewal::Renewed;
                     }
-                    let (holder, holder_token) = match self.routing.query(SQL_WHO, &[&job]).await {
-                        Ok(rows) => match rows.first() {
-                            Some(r) => (r.get::<_, Option<String>>(0), r.get::<_, Option<i64>>(1)),
-                            None => (None, None),
-                        },
-                        Err(_) => (None, None),
-                    };
+                    let (holder, holder_token) = self.lock_who().await;
                     self.h.fail(
                         "renew",
                         json!({ "token": token, "reason": "lost", "holder": holder, "holder_token": holder_token }),
@@ -226,7 +208,8 @@ impl Mover {
                 }
                 Err(e) => {
                     if e.schema() {
-                        self.schema_error("routing", &self.routing.display, &e);
+                        let display = self.lock_display();
+                        self.schema_error("routing", &display, &e);
                     }
                     if !backoff.wait().await {
                         break e;
@@ -265,22 +248,14 @@ impl Mover {
         if grant.lease.is_none() {
             return;
         }
-        let (job, me, token) = (
-            self.s.env.job.clone(),
-            self.s.env.box_name.clone(),
-            grant.token,
-        );
+        let token = grant.token;
         let mut last = String::new();
         for attempt in 0..attempts.max(1) {
             if attempt > 0 {
                 tokio::time::sleep(Duration::from_millis(self.s.env.poll_ms.min(1000))).await;
             }
-            match self.routing.query(SQL_RELEASE, &[&job, &me, &token]).await {
-                Ok(rows) => {
-                    let released: bool = rows
-                        .first()
-                        .and_then(|r| r.get::<_, Option<bool>>(0))
-                        .unwrap_or(false);
+            match self.lock_release(grant).await {
+                Ok(released) => {
                     if released {
                         self.h.ok("release", json!({ "token": token }));
                     } else {

@@ -1,0 +1,379 @@
+//! Grants read from the lock service itself, never from a mover: etcd's watch on the lock key (a grant is the key that owns the lock, by lowest create revision; its end is the DELETE the leader issues at the lease's expiry, or the unlock), and a Postgres advisory lock's `pg_locks` polled on the routing db (a grant is a session holding it; a statement on that session renews it; its end is the session's). Each change is stamped with the harness's wall clock as it arrives, recorded as the claim changes the checkers judge, and fed to the triggers.
+
+use super::LockKind;
+use chaos_history::ClaimChange;
+use chaos_workloads::lock::SQL_ADVISORY_OBSERVE;
+use std::collections::{BTreeMap, HashMap};
+use std::sync::{Arc, Mutex};
+use std::time::{Duration, Instant, SystemTime, UNIX_EPOCH};
+
+/// How often the advisory lock's holders are read (a grant is seen within this).
+const ADVISORY_POLL: Duration = Duration::from_millis(1);
+/// How long a new advisory holder's token may take to appear (its statement still running).
+const TOKEN_WAIT_NS: i64 = 50_000_000;
+/// How long a holder named by an opaque value (python3-etcd3's uuid) may wait for the history
+/// line that ties it to its box before the triggers hear it under the raw value.
+const NAME_WAIT: Duration = Duration::from_millis(200);
+
+/// A change as the triggers hear it: when it arrived, who holds the lock now (None: nobody),
+/// and the grant's token.
+#[derive(Debug, Clone)]
+pub struct Seen {
+    pub at: Instant,
+    pub holder: Option<String>,
+    pub token: i64,
+}
+
+/// Opaque lock values a mover tied to its box with a history line (`lock_value`).
+pub type Names = Arc<Mutex<HashMap<String, String>>>;
+
+/// The observer at work.
+pub struct Observer {
+    kind: LockKind,
+    changes: Arc<Mutex<Vec<ClaimChange>>>,
+    names: Names,
+    task: Option<tokio::task::JoinHandle<()>>,
+}
+
+fn wall_ns() -> i64 {
+    SystemTime::now()
+        .duration_since(UNIX_EPOCH)
+        .map_or(0, |d| d.as_nanos() as i64)
+}
+
+/// What the observer shares with its task.
+#[derive(Clone)]
+struct Sink {
+    job: String,
+    changes: Arc<Mutex<Vec<ClaimChange>>>,
+    names: Names,
+    feed: tokio::sync::mpsc::UnboundedSender<Seen>,
+}
+
+impl Sink {
+    /// Record one change: `held` false ends the grant at `at_ns`. `xid` orders changes
+    /// committed in the same instant (etcd's revision; the observer's count otherwise).
+    async fn change(&self, holder: &str, token: i64, held: bool, at_ns: i64, xid: i64) {
+        let at = Instant::now();
+        self.changes.lock().unwrap().push(ClaimChange {
+            job: self.job.clone(),
+            holder: Some(holder.to_string()),
+            token,
+            expires_unix_ns: if held { i64::MAX } else { i64::MIN + 1 },
+            commit_unix_ns: at_ns,
+            app: holder.to_string(),
+            xid,
+        });
+        let name = if held {
+            Some(self.name_of(holder).await)
+        } else {
+            None
+        };
+        let _ = self.feed.send(Seen {
+            at,
+            holder: name,
+            token,
+        });
+    }
+
+    /// The box a lock value names: itself, or the box whose history line tied it.
+    async fn name_of(&self, value: &str) -> String {
+        let waited = Instant::now();
+        loop {
+            if value.starts_with("box-") {
+                return value.to_string();
+            }
+            if let Some(b) = self.names.lock().unwrap().get(value) {
+                return b.clone();
+            }
+            if waited.elapsed() > NAME_WAIT {
+                return value.to_string();
+            }
+            tokio::time::sleep(Duration::from_millis(1)).await;
+        }
+    }
+}
+
+impl Observer {
+    /// Start observing the service (claims: nothing to do here, the routing db's own audit
+    /// and NOTIFY are the record). `endpoint` is the service's own, unproxied address: the
+    /// routing db's admin URL, or an etcd member's `host:port`.
+    pub fn start(
+        kind: LockKind,
+        job: &str,
+        key: &str,
+        endpoint: &str,
+        names: Names,
+    ) -> (Observer, tokio::sync::mpsc::UnboundedReceiver<Seen>) {
+        let (feed, rx) = tokio::sync::mpsc::unbounded_channel();
+        let changes: Arc<Mutex<Vec<ClaimChange>>> = Default::default();
+        let sink = Sink {
+            job: job.to_string(),
+            changes: changes.clone(),
+            names: names.clone(),
+            feed,
+        };
+        let task = match kind {
+            LockKind::Claims => None,
+            LockKind::Advisory => Some(tokio::spawn(advisory(
+                sink,
+                endpoint.to_string(),
+                key.parse().unwrap_or(chaos_workloads::lock::ADVISORY_KEY),
+            ))),
+            LockKind::Etcd => Some(tokio::spawn(etcd(
+                sink,
+                format!("http://{endpoint}"),
+                key.to_string(),
+            ))),
+        };
+        (
+            Observer {
+                kind,
+                changes,
+                names,
+                task,
+            },
+            rx,
+        )
+    }
+
+    pub fn kind(&self) -> LockKind {
+        self.kind
+    }
+
+    /// Stop observing; the changes seen, each holder named by its box where a history line
+    /// tied an opaque value to one. None for `claims` (its record is the routing db's audit).
+    pub async fn finish(mut self) -> Option<Vec<ClaimChange>> {
+        if let Some(t) = self.task.take() {
+            t.abort();
+            let _ = t.await;
+        }
+        if self.kind == LockKind::Claims {
+            return None;
+        }
+        let names = self.names.lock().unwrap().clone();
+        let mut changes = std::mem::take(&mut *self.changes.lock().unwrap());
+        for c in &mut changes {
+            if let Some(b) = c.holder.as_ref().and_then(|h| names.get(h)) {
+                c.holder = Some(b.clone());
+            }
+        }
+        Some(changes)
+    }
+}
+
+impl Drop for Observer {
+    fn drop(&mut self) {
+        if let Some(t) = self.task.take() {
+            t.abort();
+        }
+    }
+}
+
+/// The advisory lock's holder as one poll sees it.
+#[derive(Debug, Clone, PartialEq, Eq)]
+struct Session {
+    pid: i32,
+    started_us: i64,
+    app: String,
+    /// When the session's state last changed, Unix µs.
+    changed_us: i64,
+    /// Whether a statement was running when it was read.
+    active: bool,
+}
+
+impl Session {
+    /// Whether `now` shows a statement begun since `self` was read: a new statement running,
+    /// or a newer idle state where the last read saw it idle (the statement ran between two
+    /// reads). An idle state right after an active one is that statement ending.
+    fn renewed_by(&self, now: &Session) -> bool {
+        now.changed_us > self.changed_us && (now.active || !self.active)
+    }
+}
+
+/// Poll `pg_locks` on the routing db. A new session holding the lock is a grant (its token
+/// the one it drew under the lock, `lock_tokens`, else the observer's count from 1); a statement
+/// begun on it a renewal (it keeps the session from its idle timeout); the session gone (or the server) its end. A lost connection ends
+/// the grant at the moment of the loss: the server that ended it ended every session.
+async fn advisory(sink: Sink, url: String, key: i64) {
+    let mut current: Option<(Session, i64)> = None;
+    let mut grants = 0i64;
+    let mut count = 0i64;
+    // A holder seen before its token: (pid, when first seen).
+    let mut first_seen: Option<(i32, i64)> = None;
+    loop {
+        let client = match crate::db::connect(&url, "harness-lock", Duration::from_secs(2)).await {
+            Ok(c) => c,
+            Err(_) => {
+                tokio::time::sleep(Duration::from_millis(20)).await;
+                continue;
+            }
+        };
+        let stmt = match client.prepare(SQL_ADVISORY_OBSERVE).await {
+            Ok(s) => s,
+            Err(e) => {
+                eprintln!("chaos: the advisory lock's observer cannot read pg_locks: {e}");
+                tokio::time::sleep(Duration::from_millis(200)).await;
+                continue;
+            }
+        };
+        loop {
+            let rows = match client.query(&stmt, &[&key]).await {
+                Ok(r) => r,
+                Err(_) => break,
+            };
+            let now = wall_ns();
+            count += 1;
+            let seen = rows.first().map(|r| {
+                (
+                    Session {
+                        pid: r.get(0),
+                        started_us: r.get(1),
+                        app: r.get::<_, Option<String>>(2).unwrap_or_default(),
+                        changed_us: r.get(4),
+                        active: r.get(5),
+                    },
+                    r.get::<_, Option<i64>>(3),
+                    r.get::<_, Option<i64>>(6),
+                )
+            });
+            match (&mut current, seen) {
+                (Some((held, token)), Some((s, _, _)))
+                    if held.pid == s.pid && held.started_us == s.started_us =>
+                {
+                    let renewed = held.renewed_by(&s);
+                    *held = s;
+                    if renewed {
+                        let (app, t) = (held.app.clone(), *token);
+                        sink.change(&app, t, true, now, count).await;
+                    }
+                }
+                (cur, seen) => {
+                    if let Some((old, token)) = cur.take() {
+                        sink.change(&old.app, token, false, now, count).await;
+                        first_seen = None;
+                    }
+                    if let Some((s, drawn, drawn_ns)) = seen {
+                        // The statement that took the lock draws its token in the same breath:
+                        // wait for it to end (a few polls at most) to name the grant by it.
+                        let at = match first_seen {
+                            Some((pid, t)) if pid == s.pid => t,
+                            _ => {
+                                first_seen = Some((s.pid, now));
+                                now
+                            }
+                        };
+                        if drawn.is_none() && s.active && now - at < TOKEN_WAIT_NS {
+                            tokio::time::sleep(ADVISORY_POLL).await;
+                            continue;
+                        }
+                        first_seen = None;
+                        grants += 1;
+                        let token = drawn.unwrap_or(grants);
+                        // The token's commit is the grant by the routing db's own clock: a
+                        // poll sees it up to a poll late, and the holder may write by then.
+                        let at = drawn_ns.map_or(at, |c| c.min(at));
+                        sink.change(&s.app, token, true, at, count).await;
+                        *cur = Some((s, token));
+                    }
+                }
+            }
+            tokio::time::sleep(ADVISORY_POLL).await;
+        }
+        if let Some((old, token)) = current.take() {
+            sink.change(&old.app, token, false, wall_ns(), count).await;
+        }
+    }
+}
+
+/// A key under the lock prefix: its create revision and the value it names the holder by.
+type Keys = BTreeMap<Vec<u8>, (i64, String)>;
+
+/// The key that owns the lock: the lowest create revision.
+fn owner(keys: &Keys) -> Option<(i64, String)> {
+    keys.values().min_by_key(|(rev, _)| *rev).cloned()
+}
+
+/// A value as the record names its holder: text, or hex for bytes (python3-etcd3's uuid).
+fn value_name(v: &[u8]) -> String {
+    if !v.is_empty() && v.iter().all(|b| b.is_ascii_graphic()) {
+        return String::from_utf8_lossy(v).into_owned();
+    }
+    v.iter().map(|b| format!("{b:02x}")).collect()
+}
+
+/// Watch the lock key (as a prefix) from the revision of a first read, reconnecting when the
+/// member goes away. Every PUT or DELETE that changes the owner, and every PUT to the owner's
+/// key (a holder that proclaims its renewal), is recorded at its arrival.
+async fn etcd(sink: Sink, endpoint: String, key: String) {
+    use etcd_client::{EventType, GetOptions, WatchOptions};
+    let mut keys: Keys = BTreeMap::new();
+    let mut from_revision = 0i64;
+    loop {
+        let options = etcd_client::ConnectOptions::new()
+            .with_connect_timeout(Duration::from_millis(500))
+            .with_timeout(Duration::from_secs(2));
+        let Ok(mut client) = etcd_client::Client::connect([&endpoint], Some(options)).await else {
+            tokio::time::sleep(Duration::from_millis(20)).await;
+            continue;
+        };
+        if from_revision == 0 {
+            let Ok(got) = client
+                .get(key.clone(), Some(GetOptions::new().with_prefix()))
+                .await
+            else {
+                continue;
+            };
+            for kv in got.kvs() {
+                keys.insert(
+                    kv.key().to_vec(),
+                    (kv.create_revision(), value_name(kv.value())),
+                );
+            }
+            if let Some((rev, holder)) = owner(&keys) {
+                sink.change(&holder, rev, true, wall_ns(), rev).await;
+            }
+            from_revision = got.header().map_or(0, |h| h.revision()) + 1;
+        }
+        let watch = WatchOptions::new()
+            .with_prefix()
+            .with_prev_key()
+            .with_start_revision(from_revision);
+        let Ok(mut stream) = client.watch(key.clone(), Some(watch)).await else {
+            continue;
+        };
+        while let Ok(Some(msg)) = stream.message().await {
+            let now = wall_ns();
+            for ev in msg.events() {
+                let Some(kv) = ev.kv() else { continue };
+                let before = owner(&keys);
+                let rev = kv.mod_revision();
+                from_revision = from_revision.max(rev + 1);
+                match ev.event_type() {
+                    EventType::Put => {
+                        keys.insert(
+                            kv.key().to_vec(),
+                            (kv.create_revision(), value_name(kv.value())),
+                        );
+                    }
+                    EventType::Delete => {
+                        keys.remove(kv.key());
+                    }
+                }
+                let after = owner(&keys);
+                if before != after {
+                    if let Some((token, holder)) = &before {
+                        sink.change(holder, *token, false, now, rev).await;
+                    }
+                    if let Some((token, holder)) = &after {
+                        sink.change(holder, *token, true, now, rev).await;
+                    }
+                } else if let (Some((token, holder)), EventType::Put) = (&after, ev.event_type()) {
+                    if kv.create_revision() == *token {
+                        sink.change(holder, *token, true, now, rev).await;
+                    }
+                }
+            }
+        }
+    }
+}

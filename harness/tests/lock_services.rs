@@ -1,0 +1,203 @@
+//! The lock service as a part of the testbed (DESIGN section 11): the GC-pause seed with the
+//! lease held in a real etcd 3.4 member and in a Postgres advisory lock, by the reference mover
+//! and by a mover built on python3-etcd3's stock `Lock` recipe; grants read from the service
+//! itself. Lease only loses data; fenced by the service's own token (etcd's revision, or a
+//! token drawn under the advisory lock) refuses the stale write. Each stored run is re-judged
+//! by `chaos check` from its directory alone.
+
+mod common;
+#[path = "support/figures.rs"]
+mod figures;
+
+use common::*;
+use figures::Outcome;
+use serde_json::Value;
+use std::path::PathBuf;
+
+/// A finished run: its outcome and where it is stored.
+struct Ran {
+    outcome: Outcome,
+    dir: PathBuf,
+}
+
+fn run(scenario: &str, extra: &[&str], expect: &str) -> Ran {
+    require_mover();
+    let _one = one_at_a_time();
+    let dir = temp_dir(&format!(
+        "lock-{scenario}{}",
+        extra.join("").replace('/', "_")
+    ));
+    let mut args = vec!["run", scenario, "--expect", expect];
+    args.extend_from_slice(extra);
+    let data = chaos_harness::backend::process::data_root().join(format!(
+        "test-{}",
+        dir.file_name().and_then(|n| n.to_str()).unwrap_or("lock")
+    ));
+    let began = std::time::Instant::now();
+    let out = run_chaos(&args, &data, &dir.join("results"));
+    let stderr = String::from_utf8_lossy(&out.stderr).into_owned();
+    eprintln!("{stderr}");
+    println!(
+        "chaos {} took {:.1} s",
+        args.join(" "),
+        began.elapsed().as_secs_f64()
+    );
+    let run_dir = latest_run(&dir.join("results"), scenario);
+    let outcome = Outcome::read(out.status.code(), &run_dir);
+    // Nothing the run started outlives it: Postgres, the etcd member, the movers.
+    assert_none_left(&data.display().to_string(), 10);
+    let _ = std::fs::remove_dir_all(&data);
+    Ran {
+        outcome,
+        dir: run_dir,
+    }
+}
+
+/// `chaos check DIR` gives the stored run's verdict again, with no server running.
+fn rejudged_the_same(r: &Ran) {
+    let out = std::process::Command::new(chaos())
+        .args(["check", &r.dir.display().to_string()])
+        .output()
+        .expect("run chaos check");
+    let again = read_json(&r.dir.join("verdict.json"));
+    assert_eq!(
+        again["valid"],
+        r.outcome.verdict["valid"],
+        "chaos check re-judged differently: {}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    let expected = match r.outcome.verdict["valid"].as_str() {
+        Some("valid") => 0,
+        Some("invalid") => 1,
+        _ => 2,
+    };
+    assert_eq!(out.status.code(), Some(expected));
+}
+
+/// The record's grants came from the service: every grant ends (an etcd DELETE at the
+/// lease's expiry, or the advisory session's end) and the holders are boxes.
+fn grants_from_the_service(o: &Outcome) -> Vec<Value> {
+    let grants = o.stats["grants"].as_array().cloned().unwrap_or_default();
+    assert!(
+        grants.len() >= 2,
+        "a new holder after the pause: {grants:?}"
+    );
+    for g in &grants {
+        let holder = g["holder"].as_str().unwrap_or("");
+        assert!(holder.starts_with("box-"), "holder named by its box: {g}");
+    }
+    grants
+}
+
+/// Lease only: the paused holder's writes after its grant ended destroy data.
+fn lease_only_loses_data(r: &Ran) {
+    let o = &r.outcome;
+    println!("{}", o.summary());
+    assert_eq!(o.code, Some(0), "verdict: {}", o.verdict);
+    assert_eq!(o.verdict["valid"], "invalid");
+    grants_from_the_service(o);
+    assert!(
+        o.stats["rows_lost"].as_u64().unwrap_or(0) > 0,
+        "the paused holder's writes destroy data: {}",
+        o.summary()
+    );
+    let classes = o.classes();
+    assert!(
+        classes.iter().any(|c| c == "stale-token-write"),
+        "a shard accepted the older grant's write after the newer one's: {classes:?}"
+    );
+    rejudged_the_same(r);
+}
+
+/// Fenced with the service's token: the paused holder's write is refused, nothing lost.
+fn fenced_refuses_the_stale_write(r: &Ran) {
+    let o = &r.outcome;
+    println!("{}", o.summary());
+    assert_eq!(o.code, Some(0), "verdict: {}", o.verdict);
+    assert_eq!(o.stats["rows_lost"].as_u64(), Some(0));
+    let grants = grants_from_the_service(o);
+    let (holder, token) = (
+        grants[0]["holder"].as_str().unwrap_or("").to_string(),
+        grants[0]["token"].as_i64().unwrap_or(-1),
+    );
+    let refused: Value = serde_json::from_str(o.refusal_by(&holder)).expect("a history line");
+    assert_eq!(
+        refused["value"]["token"].as_i64(),
+        Some(token),
+        "the first grant's token was refused: {refused}"
+    );
+    assert!(
+        refused["value"]["shard_token"].as_i64().unwrap_or(0) > token,
+        "after a newer grant's token was served: {refused}"
+    );
+    rejudged_the_same(r);
+}
+
+#[test]
+fn gc_pause_on_etcd_lease_only_loses_data() {
+    lease_only_loses_data(&run("gc-pause", &["--lock", "etcd"], "invalid"));
+}
+
+#[test]
+fn gc_pause_on_etcd_fenced_by_the_revision_refuses_the_stale_write() {
+    let r = run("gc-pause", &["--lock", "etcd", "--fencing", "on"], "valid");
+    fenced_refuses_the_stale_write(&r);
+    // etcd's token is the owner key's revision: every grant's token is a revision of one
+    // member's store, so they rise with every write to etcd, not one by one.
+    let grants = grants_from_the_service(&r.outcome);
+    let tokens: Vec<i64> = grants.iter().filter_map(|g| g["token"].as_i64()).collect();
+    assert!(tokens.windows(2).all(|w| w[0] < w[1]), "{tokens:?}");
+}
+
+#[test]
+fn gc_pause_on_an_advisory_lock_lease_only_loses_data() {
+    let r = run("gc-pause", &["--lock", "advisory"], "invalid");
+    lease_only_loses_data(&r);
+}
+
+#[test]
+fn gc_pause_on_an_advisory_lock_fenced_by_a_token_drawn_under_it() {
+    fenced_refuses_the_stale_write(&run(
+        "gc-pause",
+        &["--lock", "advisory", "--fencing", "on"],
+        "valid",
+    ));
+}
+
+#[test]
+fn python3_etcd3_lock_recipe_lease_only_loses_data() {
+    let mover = repo().join("workloads/examples/etcd3-mover.py");
+    let cmd = format!("{}", mover.display());
+    let r = run(
+        "gc-pause",
+        &[
+            "--lock",
+            "etcd",
+            "--mover-cmd",
+            &cmd,
+            "--mover-ready",
+            "gate",
+        ],
+        "invalid",
+    );
+    lease_only_loses_data(&r);
+}
+
+#[test]
+fn python3_etcd3_lock_recipe_fenced_by_the_revision_is_valid() {
+    let mover = repo().join("workloads/examples/etcd3-mover.py");
+    let cmd = format!("ETCD3_MOVER_FENCING=on {}", mover.display());
+    let r = run(
+        "gc-pause",
+        &[
+            "--lock",
+            "etcd",
+            "--mover-cmd",
+            &cmd,
+            "--mover-ready",
+            "gate",
+        ],
+        "valid",
+    );
+    fenced_refuses_the_stale_write(&r);
+}

@@ -1,0 +1,182 @@
+#!/usr/bin/python3
+# A mover that holds its lease in etcd through python3-etcd3's stock `Lock` recipe (Debian's
+# package, used unchanged), written apart from the reference mover from docs/mover-protocol.md:
+# psycopg2 for the databases, its own pace (the copy at once, then the rest of the turbine's
+# time waited out), its own habits (renew before and after each turbine, a few tries).
+#
+#   chaos run gc-pause --lock etcd --mover-cmd 'workloads/examples/etcd3-mover.py'
+#
+# The recipe stores a random uuid as the lock's value; one history line (`lock_value`) ties it
+# to this box, as docs/mover-protocol.md says. Its fencing token is the lock key's create
+# revision, read after the recipe's acquire.
+#
+# Its own switch (environment): ETCD3_MOVER_FENCING=on|off (default off): fence every plan
+# shard when it takes the lock, and begin every shard write with the fence statement.
+import json
+import os
+import sys
+import time
+
+import etcd3
+import psycopg2
+
+BOX = os.environ["CHAOS_BOX"]
+LEASE_MS = int(os.environ["CHAOS_LEASE_MS"])
+POLL_MS = int(os.environ["CHAOS_POLL_MS"])
+COPY_MS = int(os.environ["CHAOS_COPY_MS"])
+KEY = os.environ.get("CHAOS_LOCK_KEY", "/locks/" + os.environ["CHAOS_JOB"])
+FENCING = os.environ.get("ETCD3_MOVER_FENCING", "off") == "on"
+PREFIX = etcd3.Lock.lock_prefix
+
+
+def say(kind, f, value):
+    print(json.dumps({"type": kind, "f": f, "value": value}), flush=True)
+
+
+def connect(url):
+    """A connection named after the box; every use is one transaction (`with conn:`)."""
+    return psycopg2.connect(url, application_name=BOX, connect_timeout=5)
+
+
+def shard_urls():
+    out = {}
+    for pair in os.environ["CHAOS_SHARD_URLS"].split(","):
+        name, url = pair.split("=", 1)
+        out[name] = url
+    return out
+
+
+class Fenced(Exception):
+    pass
+
+
+def write(conn, token, sql, args=()):
+    """One shard transaction: the fence first (fencing on), else the token as a setting."""
+    with conn:
+        with conn.cursor() as cur:
+            if FENCING:
+                cur.execute("select set_config('chaos.token', %s, true)", (str(token),))
+                cur.execute(
+                    "update mover_fence set token = %s where token <= %s", (token, token)
+                )
+                if cur.rowcount == 0:
+                    raise Fenced()
+            else:
+                cur.execute("select set_config('chaos.token', %s, true)", (str(token),))
+            cur.execute(sql, args)
+            return cur.rowcount
+
+
+def main():
+    host_port = os.environ["CHAOS_LOCK_URLS"].split(",")[0].split("://")[-1]
+    host, port = host_port.rsplit(":", 1)
+    etcd = etcd3.client(host=host, port=int(port), timeout=max(LEASE_MS / 1000.0, 1.0))
+    routing = connect(os.environ["CHAOS_ROUTING_URL"])
+    urls = shard_urls()
+    shards = {name: connect(url) for name, url in urls.items()}
+    with routing, routing.cursor() as cur:
+        cur.execute(
+            "select position, turbine_id, from_shard, to_shard from move_plan order by position"
+        )
+        plan = cur.fetchall()
+    if os.environ.get("CHAOS_GATE"):
+        open(os.environ["CHAOS_GATE"]).readline()
+
+    ttl = max(1, (LEASE_MS + 999) // 1000)
+    lock = etcd.lock(KEY[len(PREFIX):] if KEY.startswith(PREFIX) else KEY, ttl=ttl)
+    while True:
+        say("invoke", "acquire", {})
+        try:
+            got = lock.acquire(timeout=POLL_MS / 1000.0)
+        except Exception as e:  # the lock service unreachable: try again
+            say("info", "acquire", {"error": str(e)})
+            time.sleep(POLL_MS / 1000.0)
+            continue
+        if got:
+            break
+        say("fail", "acquire", {})
+        if all(count(shards[f], t) == 0 for _, t, f, _ in plan):
+            say("ok", "done", {})
+            return 0
+    _, meta = etcd.get(lock.key)
+    token = meta.create_revision
+    say("ok", "acquire", {"token": token, "lock_value": lock.uuid.hex()})
+
+    if FENCING:
+        for name in sorted({f for _, _, f, _ in plan} | {t for _, _, _, t in plan}):
+            try:
+                write(shards[name], token, "select 1")
+            except Fenced:
+                say("fail", "fence", {"shard": name, "token": token, "reason": "fenced"})
+                return 3
+            say("ok", "fence", {"shard": name, "token": token})
+
+    def renew():
+        for _ in range(3):
+            say("invoke", "renew", {"token": token})
+            try:
+                ttl_left = lock.refresh()[0].TTL
+            except Exception:
+                say("fail", "renew", {"token": token, "reason": "unreachable"})
+                time.sleep(POLL_MS / 1000.0)
+                continue
+            if ttl_left > 0:
+                say("ok", "renew", {"token": token})
+                return True
+            say("fail", "renew", {"token": token, "reason": "lost"})
+            return False
+        return False
+
+    for _, turbine, src, dst in plan:
+        began = time.monotonic()
+        rows = count(shards[src], turbine)
+        if rows == 0:
+            say("ok", "skip", {"turbine": turbine})
+            continue
+        if not renew():
+            return 1
+        copy = {"turbine": turbine, "from": src, "to": dst, "token": token, "shard": dst}
+        say("invoke", "copy", copy)
+        with shards[src], shards[src].cursor() as cur:
+            cur.execute(
+                "select turbine_id, ts, value from readings where turbine_id = %s", (turbine,)
+            )
+            data = cur.fetchall()
+        try:
+            written = write(
+                shards[dst],
+                token,
+                "insert into readings (turbine_id, ts, value) select * from unnest(%s::text[], %s::timestamptz[], %s::float8[])",
+                ([r[0] for r in data], [r[1] for r in data], [r[2] for r in data]),
+            )
+        except Fenced:
+            say("fail", "copy", dict(copy, reason="fenced"))
+            return 3
+        say("ok", "copy", {"turbine": turbine, "rows_read": len(data), "rows_written": written})
+        left = COPY_MS / 1000.0 - (time.monotonic() - began)
+        if left > 0:
+            time.sleep(left)
+        if not renew():
+            return 1
+        if written == rows:
+            delete = {"turbine": turbine, "shard": src, "token": token, "why": "source"}
+            say("invoke", "delete", delete)
+            try:
+                n = write(shards[src], token, "delete from readings where turbine_id = %s", (turbine,))
+            except Fenced:
+                say("fail", "delete", dict(delete, reason="fenced"))
+                return 3
+            say("ok", "delete", dict(delete, rows=n))
+    lock.release()
+    say("ok", "done", {})
+    return 0
+
+
+def count(conn, turbine):
+    with conn, conn.cursor() as cur:
+        cur.execute("select count(*) from readings where turbine_id = %s", (turbine,))
+        return cur.fetchone()[0]
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -1,0 +1,119 @@
+//! The lock services a mover may hold its lease in (DESIGN section 11): their names, the protocol variables that point a mover at one, and the calls each is made with, one text for the harness and the reference programs alike.
+
+use clap::ValueEnum;
+
+/// `CHAOS_LOCK`: which lock service holds the lease (`claims` when unset).
+pub const LOCK_VAR: &str = "CHAOS_LOCK";
+/// `CHAOS_LOCK_URLS`: the service's endpoints, comma-separated, each through its proxy.
+pub const LOCK_URLS_VAR: &str = "CHAOS_LOCK_URLS";
+/// `CHAOS_LOCK_KEY`: the key (etcd), or the advisory lock's number, the harness watches.
+pub const LOCK_KEY_VAR: &str = "CHAOS_LOCK_KEY";
+
+/// A lock service.
+#[derive(
+    Debug,
+    Clone,
+    Copy,
+    PartialEq,
+    Eq,
+    Hash,
+    Default,
+    ValueEnum,
+    serde::Serialize,
+    serde::Deserialize,
+)]
+#[serde(rename_all = "kebab-case")]
+pub enum LockKind {
+    /// The claim row in the routing db (DESIGN section 4): token from a sequence, expiry by
+    /// the routing db's clock.
+    #[default]
+    Claims,
+    /// A Postgres advisory lock held by a session of the routing db; the session's end (its
+    /// `idle_session_timeout`) is the lease. No token of its own.
+    Advisory,
+    /// etcd 3.4: a key created if absent under a lease; its revision is the token.
+    Etcd,
+}
+
+impl LockKind {
+    pub fn name(self) -> &'static str {
+        match self {
+            LockKind::Claims => "claims",
+            LockKind::Advisory => "advisory",
+            LockKind::Etcd => "etcd",
+        }
+    }
+
+    /// Whether the service is the routing db itself (no server of its own).
+    pub fn in_routing_db(self) -> bool {
+        matches!(self, LockKind::Claims | LockKind::Advisory)
+    }
+
+    /// Whether the service mints a fencing token of its own.
+    pub fn mints_tokens(self) -> bool {
+        matches!(self, LockKind::Claims | LockKind::Etcd)
+    }
+
+    /// The key a run's job is locked under, as `CHAOS_LOCK_KEY` gives it.
+    pub fn key(self, job: &str) -> String {
+        match self {
+            LockKind::Claims => job.to_string(),
+            LockKind::Advisory => ADVISORY_KEY.to_string(),
+            // python3-etcd3's `Lock(name)` keeps its key at `/locks/<name>`.
+            LockKind::Etcd => format!("/locks/{job}"),
+        }
+    }
+
+    /// Read `CHAOS_LOCK` (unset or empty: `claims`).
+    pub fn from_var(value: Option<&str>) -> Result<LockKind, String> {
+        match value.map(str::trim).filter(|v| !v.is_empty()) {
+            None => Ok(LockKind::Claims),
+            Some(v) => LockKind::from_str(v, true)
+                .map_err(|_| format!("{LOCK_VAR} is {v:?}: use claims, advisory or etcd")),
+        }
+    }
+}
+
+/// The advisory lock's number (lesson 032): `pg_try_advisory_lock(1032)`.
+pub const ADVISORY_KEY: i64 = 1032;
+
+/// Take the advisory lock on this session and, when it is taken, draw a token from the claim
+/// sequence under it and record it beside the session (`lock_tokens`): the fenced design's
+/// token, since an advisory lock mints none. No row: somebody else's session holds it.
+pub const SQL_ADVISORY_ACQUIRE: &str = "with got as (select pg_try_advisory_lock($1) as ok) \
+     insert into lock_tokens (pid, backend_start, holder, token) \
+     select pg_backend_pid(), a.backend_start, $2, nextval('claim_tokens') \
+     from got, pg_stat_activity a where got.ok and a.pid = pg_backend_pid() \
+     returning token";
+/// Whether this session still holds the advisory lock (the renewal: it also keeps the
+/// session from going idle past its timeout).
+pub const SQL_ADVISORY_HELD: &str = "select exists (select 1 from pg_locks \
+     where locktype = 'advisory' and granted and pid = pg_backend_pid() \
+     and classid = ($1::bigint >> 32)::int::oid and objid = ($1::bigint & 4294967295)::oid and objsubid = 1)";
+/// Who holds the advisory lock, and the token its session drew.
+pub const SQL_ADVISORY_WHO: &str = "select a.application_name, t.token from pg_locks l \
+     join pg_stat_activity a on a.pid = l.pid \
+     left join lock_tokens t on t.pid = l.pid and t.backend_start = a.backend_start \
+     where l.locktype = 'advisory' and l.granted \
+     and l.classid = ($1::bigint >> 32)::int::oid and l.objid = ($1::bigint & 4294967295)::oid and l.objsubid = 1";
+pub const SQL_ADVISORY_RELEASE: &str = "select pg_advisory_unlock($1)";
+/// Every session holding the advisory lock, as the harness's observer polls it: pid, session
+/// start (Unix µs), application_name, the token its session drew (if any), and when its
+/// state last changed, Unix µs, whether a statement is running on it now, and when the token's
+/// row committed (the grant by the routing db's own clock), Unix ns.
+pub const SQL_ADVISORY_OBSERVE: &str = "select l.pid, \
+     (extract(epoch from a.backend_start) * 1000000)::bigint, a.application_name, t.token, \
+     coalesce((extract(epoch from a.state_change) * 1000000)::bigint, 0), \
+     coalesce(a.state, '') = 'active', \
+     (extract(epoch from pg_xact_commit_timestamp(t.xmin)) * 1000000)::bigint * 1000 \
+     from pg_locks l join pg_stat_activity a on a.pid = l.pid \
+     left join lock_tokens t on t.pid = l.pid and t.backend_start = a.backend_start \
+     where l.locktype = 'advisory' and l.granted \
+     and l.classid = ($1::bigint >> 32)::int::oid and l.objid = ($1::bigint & 4294967295)::oid and l.objsubid = 1";
+
+/// The session settings that make an advisory lock a lease: the server ends a session idle
+/// (or idle in a transaction) for `lease_ms` and frees its locks. Given to a mover inside its
+/// lock URL (libpq's `options`), so a team's own mover gets the same lease unchanged.
+pub fn advisory_options(lease_ms: u64) -> String {
+    format!("-c idle_session_timeout={lease_ms} -c idle_in_transaction_session_timeout={lease_ms}")
+}

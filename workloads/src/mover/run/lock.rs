@@ -1,0 +1,192 @@
+//! The lease as the mover takes it from whichever lock service `CHAOS_LOCK` names: the claim row (routing.sql's functions), an advisory lock held by a session of its own, or an etcd key under a lease. One set of calls for the state machine, each answering in the routing db's error terms.
+
+use super::*;
+use crate::lock::{
+    advisory_options, LockKind, SQL_ADVISORY_ACQUIRE, SQL_ADVISORY_HELD, SQL_ADVISORY_RELEASE,
+    SQL_ADVISORY_WHO,
+};
+use crate::mover::config::parse_pg_url;
+use crate::mover::etcd::{EtcdGrant, EtcdLock};
+
+/// The mover's end of the lock service.
+pub(super) enum LockClient {
+    /// The claim row, through the mover's routing connection.
+    Claims,
+    /// An advisory lock: the session that holds it is the lease.
+    Advisory {
+        session: Db,
+        key: i64,
+    },
+    Etcd(EtcdLock),
+}
+
+impl LockClient {
+    /// The client the environment asks for (`Env::from_vars` checked its URLs and key).
+    pub(super) fn new(s: &Settings) -> LockClient {
+        let env = &s.env;
+        match env.lock {
+            LockKind::Claims => LockClient::Claims,
+            LockKind::Advisory => {
+                let (mut config, display) = match env.lock_urls.first() {
+                    Some(url) => parse_pg_url("CHAOS_LOCK_URLS", url)
+                        .unwrap_or_else(|_| (env.routing.clone(), env.routing_display.clone())),
+                    None => (env.routing.clone(), env.routing_display.clone()),
+                };
+                // Without the harness's URL (which carries them), the lease is the lease.
+                if config.get_options().is_none() {
+                    config.options(advisory_options(env.lease_ms));
+                }
+                LockClient::Advisory {
+                    session: Db::new("lock", &display, config, &env.box_name, s.routing_timeout),
+                    key: env.lock_key.parse().unwrap_or(crate::lock::ADVISORY_KEY),
+                }
+            }
+            LockKind::Etcd => LockClient::Etcd(EtcdLock::new(
+                env.lock_urls.clone(),
+                env.lock_key.clone(),
+                s.routing_timeout,
+            )),
+        }
+    }
+}
+
+impl Mover {
+    /// Reach the lock service (claims: the routing db, connected already).
+    pub(super) async fn connect_lock(&mut self) -> Result<(), DbError> {
+        match &mut self.lock {
+            LockClient::Claims => Ok(()),
+            LockClient::Advisory { session, .. } => session.connect().await,
+            LockClient::Etcd(e) => e.connect().await,
+        }
+    }
+
+    pub(super) fn lock_display(&self) -> String {
+        match &self.lock {
+            LockClient::Claims => self.routing.display.clone(),
+            LockClient::Advisory { session, .. } => session.display.clone(),
+            LockClient::Etcd(e) => e.display(),
+        }
+    }
+
+    /// Every lock call's timeout (a renewal narrows it to its budget).
+    pub(super) fn set_lock_timeout(&mut self, t: Duration) {
+        match &mut self.lock {
+            LockClient::Claims => self.routing.timeout = t,
+            LockClient::Advisory { session, .. } => session.timeout = t,
+            LockClient::Etcd(e) => e.timeout = t,
+        }
+    }
+
+    /// One attempt at the lease: the grant's token and (etcd) its lease, or None when
+    /// somebody else holds it.
+    pub(super) async fn lock_acquire(&mut self) -> Result<Option<(i64, i64)>, DbError> {
+        let (job, me) = (self.s.env.job.clone(), self.s.env.box_name.clone());
+        let lease_ms = self.s.env.lease_ms;
+        match &mut self.lock {
+            LockClient::Claims => {
+                let rows = self
+                    .routing
+                    .query(SQL_ACQUIRE, &[&job, &me, &(lease_ms as i64)])
+                    .await?;
+                Ok(rows
+                    .first()
+                    .and_then(|r| r.get::<_, Option<i64>>(0))
+                    .map(|t| (t, 0)))
+            }
+            LockClient::Advisory { session, key } => {
+                let rows = session.query(SQL_ADVISORY_ACQUIRE, &[key, &me]).await?;
+                Ok(rows.first().map(|r| (r.get::<_, i64>(0), 0)))
+            }
+            LockClient::Etcd(e) => Ok(e
+                .acquire(&me, lease_ms)
+                .await?
+                .map(|g| (g.revision, g.lease_id))),
+        }
+    }
+
+    /// Renew the grant: true when the service still has it as this box's.
+    pub(super) async fn lock_renew(&mut self, grant: &Grant) -> Result<bool, DbError> {
+        let (job, me) = (self.s.env.job.clone(), self.s.env.box_name.clone());
+        let me = me.as_str();
+        let lease_ms = self.s.env.lease_ms as i64;
+        match &mut self.lock {
+            LockClient::Claims => {
+                let rows = self
+                    .routing
+                    .query(SQL_RENEW, &[&job, &me, &grant.token, &lease_ms])
+                    .await?;
+                Ok(rows
+                    .first()
+                    .and_then(|r| r.get::<_, Option<bool>>(0))
+                    .unwrap_or(false))
+            }
+            // A session that ended took the lock with it: a new one finds it does not hold it.
+            LockClient::Advisory { session, key } => {
+                let rows = session.query(SQL_ADVISORY_HELD, &[key]).await?;
+                Ok(rows.first().is_some_and(|r| r.get::<_, bool>(0)))
+            }
+            LockClient::Etcd(e) => {
+                e.renew(
+                    &me,
+                    EtcdGrant {
+                        revision: grant.token,
+                        lease_id: grant.lease_id,
+                    },
+                )
+                .await
+            }
+        }
+    }
+
+    /// Who holds the lease now, and with which token, as far as the service says.
+    pub(super) async fn lock_who(&mut self) -> (Option<String>, Option<i64>) {
+        let job = self.s.env.job.clone();
+        match &mut self.lock {
+            LockClient::Claims => match self.routing.query(SQL_WHO, &[&job]).await {
+                Ok(rows) => match rows.first() {
+                    Some(r) => (r.get::<_, Option<String>>(0), r.get::<_, Option<i64>>(1)),
+                    None => (None, None),
+                },
+                Err(_) => (None, None),
+            },
+            LockClient::Advisory { session, key } => {
+                match session.query(SQL_ADVISORY_WHO, &[key]).await {
+                    Ok(rows) => match rows.first() {
+                        Some(r) => (r.get::<_, Option<String>>(0), r.get::<_, Option<i64>>(1)),
+                        None => (None, None),
+                    },
+                    Err(_) => (None, None),
+                }
+            }
+            LockClient::Etcd(e) => e.who().await.unwrap_or((None, None)),
+        }
+    }
+
+    /// Give the lease back: true when the service took it back from this box.
+    pub(super) async fn lock_release(&mut self, grant: &Grant) -> Result<bool, DbError> {
+        let (job, me) = (self.s.env.job.clone(), self.s.env.box_name.clone());
+        match &mut self.lock {
+            LockClient::Claims => {
+                let rows = self
+                    .routing
+                    .query(SQL_RELEASE, &[&job, &me, &grant.token])
+                    .await?;
+                Ok(rows
+                    .first()
+                    .and_then(|r| r.get::<_, Option<bool>>(0))
+                    .unwrap_or(false))
+            }
+            LockClient::Advisory { session, key } => {
+                let rows = session.query(SQL_ADVISORY_RELEASE, &[key]).await?;
+                Ok(rows.first().is_some_and(|r| r.get::<_, bool>(0)))
+            }
+            LockClient::Etcd(e) => {
+                e.release(EtcdGrant {
+                    revision: grant.token,
+                    lease_id: grant.lease_id,
+                })
+                .await
+            }
+        }
+    }
+}
