@@ -32,6 +32,7 @@ fn record(dir: &Path) -> RunRecord {
     RunRecord {
         meta,
         history,
+        torn_tail: false,
         audit: load::<Audit>(&dir.join("audit.json")),
         final_state: load::<FinalState>(&dir.join("final-state.json")),
     }
