@@ -1,7 +1,7 @@
 //! Planted runs of the failover system as data: every folder under `tests/data/` whose `run.json` says `"system": "failover"` is a stored run (run.json, history.jsonl, final-state.json) with the verdict it must get (`expect.json`, as `cases.rs` reads it; its `stats` a subset of `Verdict::stats.failover`).
 
 use chaos_checkers::{failover, Verdict};
-use chaos_history::{read_history, FailoverFinal, FailoverMeta};
+use chaos_history::{FailoverFinal, FailoverMeta, History};
 use serde_json::Value;
 use std::path::{Path, PathBuf};
 
@@ -18,7 +18,7 @@ fn load<T: serde::de::DeserializeOwned>(path: &Path) -> Option<T> {
 
 fn judge(dir: &Path) -> Verdict {
     let meta: FailoverMeta = load(&dir.join("run.json")).expect("a run.json");
-    let history = read_history(&dir.join("history.jsonl")).expect("history parses");
+    let history = History::read(&dir.join("history.jsonl")).expect("history parses");
     let final_state: Option<FailoverFinal> = load(&dir.join("final-state.json"));
     failover::check(&meta, &history, final_state.as_ref())
 }
