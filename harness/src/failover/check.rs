@@ -36,7 +36,11 @@ pub fn check_dir(dir: &Path, quiet: bool) -> anyhow::Result<Verdict> {
     let final_state: Option<FailoverFinal> =
         results::read_optional(&dir.join(chaos_history::FINAL_STATE_FILE))?;
     let verdict = chaos_checkers::failover::check(&meta, &history, final_state.as_ref());
-    let history = history.ops;
+    // The page and the story read the events in the order their lines say, as the checker.
+    let history: Vec<chaos_history::Op> = chaos_checkers::in_order(&history.ops)
+        .into_iter()
+        .cloned()
+        .collect();
     results::write_json(&dir.join("verdict.json"), &verdict)?;
     let figures: serde_json::Value = std::fs::read_to_string(dir.join("figures.json"))
         .ok()
