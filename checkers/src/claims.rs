@@ -149,7 +149,16 @@ impl Claims {
             .iter()
             .filter(|c| job.is_empty() || c.job == job)
             .collect();
-        mine.sort_by_key(|c| (c.commit_unix_ns, c.xid));
+        // In the order the records say, whatever order they came in: changes of one
+        // transaction (one commit, one xid) by what they set; a record twice is one change.
+        mine.sort_by(|a, b| {
+            let key = |c: &ClaimChange| (c.commit_unix_ns, c.xid, c.expires_unix_ns, c.token);
+            key(a)
+                .cmp(&key(b))
+                .then_with(|| a.holder.cmp(&b.holder))
+                .then_with(|| a.app.cmp(&b.app))
+        });
+        mine.dedup_by(|a, b| a == b);
         let mut claims = Claims::default();
         let mut index: HashMap<(i64, &str), usize> = HashMap::new();
         // The grant each job's claim row held after its latest change.
@@ -373,6 +382,34 @@ mod tests {
             vec![(86 * S, 120 * S), (150 * S, 200 * S)]
         );
         assert!(claims.overlaps().is_empty());
+    }
+
+    /// Issue 31: the grants are the same whatever order the lock's records come in, and a
+    /// record written twice is one change.
+    #[test]
+    fn grants_do_not_depend_on_the_records_order_or_repeats() {
+        let records = [
+            change(None, 0, 0, NEVER),
+            change(Some("box-2"), 17, 1, 61 * S),
+            change(Some("box-2"), 17, 26, 86 * S),
+            change(Some("box-3"), 18, 70, 130 * S),
+            change(Some("box-2"), 17, 80, 140 * S),
+            change(Some("box-3"), 18, 150, NEVER),
+        ];
+        let want = Claims::from_audit("move", &records);
+        let mut reversed = records.to_vec();
+        reversed.reverse();
+        let doubled: Vec<ClaimChange> = records
+            .iter()
+            .flat_map(|c| [c.clone(), c.clone()])
+            .collect();
+        for other in [reversed, doubled] {
+            let got = Claims::from_audit("move", &other);
+            assert_eq!(got.grants, want.grants);
+            assert_eq!(got.overlaps(), want.overlaps());
+            assert_eq!(got.vacancies(200 * S), want.vacancies(200 * S));
+        }
+        assert_eq!(want.grants[0].changes.len(), 3);
     }
 
     #[test]

@@ -37,7 +37,8 @@ pub(crate) fn judge(
         System::TenObjects => {
             let writes = audit.map_or(&[][..], |a| a.object_writes.as_slice());
             let config = final_state.and_then(|f| f.config.as_ref());
-            anomalies.extend(objects::check(meta, writes, config, &mut stats));
+            let whole = final_state.is_some_and(|f| f.complete);
+            anomalies.extend(objects::check(meta, writes, config, whole, &mut stats));
         }
         System::Mover | System::Failover => {}
     }

@@ -8,7 +8,7 @@ mod timeline;
 
 use crate::{Anomaly, Stats, Verdict};
 use chaos_history::failover_names as names;
-use chaos_history::{FailoverFinal, FailoverMeta, Op};
+use chaos_history::{FailoverFinal, FailoverMeta, History};
 use serde::{Deserialize, Serialize};
 pub use timeline::{Outcome, Role, Timeline};
 
@@ -55,9 +55,14 @@ pub struct FailoverStats {
     pub check_latency_max_ms: Option<f64>,
 }
 
-/// Judge a failover run.
-pub fn check(meta: &FailoverMeta, history: &[Op], final_state: Option<&FailoverFinal>) -> Verdict {
-    let timeline = Timeline::of(meta, history);
+/// Judge a failover run: its history as read back (a torn last line or no event at all
+/// leaves it `unknown`, as for every system), and both servers' final orders.
+pub fn check(
+    meta: &FailoverMeta,
+    history: &History,
+    final_state: Option<&FailoverFinal>,
+) -> Verdict {
+    let timeline = Timeline::of(meta, &history.ops);
     let end = meta.end_scenario_ms.max(timeline.last_ms);
     let mut stats = FailoverStats::default();
     let mut anomalies: Vec<Anomaly> = Vec::new();
@@ -70,6 +75,8 @@ pub fn check(meta: &FailoverMeta, history: &[Op], final_state: Option<&FailoverF
                 .unwrap_or("no reason recorded")
         ));
     }
+    let events = history.ops.len() as u64;
+    reasons.extend(crate::observed::history_reasons(events, history.torn_tail));
     findings::tally(&timeline, &mut stats);
     findings::moments(meta, &timeline, final_state, &mut stats);
     match final_state {
@@ -92,7 +99,7 @@ pub fn check(meta: &FailoverMeta, history: &[Op], final_state: Option<&FailoverF
     ));
     findings::check_latency(&timeline, &mut stats);
     let mut all = Stats {
-        events: history.len() as u64,
+        events,
         ..Stats::default()
     };
     all.failover = Some(stats);

@@ -41,10 +41,14 @@ pub struct HistoryFold {
     /// whose list is known costs no comparison of names at all.
     group_of_list: HashMap<u64, u32>,
     pub(crate) refusals: Vec<Refusal>,
-    /// Ingest batches invoked and not (yet) completed: `(shard, ts_ms, group, open)`.
-    /// One slot per batch in flight, reused once it completes; those still
-    /// open at the end never answered and count as uncertain (`info`).
-    in_flight: Vec<(String, i64, u32, bool)>,
+    /// Ingest batches, by shard (its number in `shards`) and `ts_ms`, of which one line
+    /// was seen and not yet the other: an invoke still waiting for its answer, or (lines
+    /// out of order) an answer whose invoke comes later. Forgotten once both are seen;
+    /// invokes never answered count as uncertain (`info`) at the end, whatever the lines' order.
+    in_flight: HashMap<(u32, i64), Flight>,
+    /// Answers seen before their invoke, now in `in_flight` (at most `MAX_EARLY_ANSWERS`).
+    early_answers: usize,
+    shards: Vec<String>,
     pub(crate) events: u64,
     /// Ingest readings (turbine x batch) by completion.
     pub(crate) readings_acknowledged: u64,
@@ -65,7 +69,9 @@ impl HistoryFold {
             last_group_by_shard: Vec::new(),
             group_of_list: HashMap::new(),
             refusals: Vec::new(),
-            in_flight: Vec::new(),
+            in_flight: HashMap::new(),
+            early_answers: 0,
+            shards: Vec::new(),
             events: 0,
             readings_acknowledged: 0,
             readings_uncertain: 0,
@@ -225,20 +231,34 @@ impl HistoryFold {
             }
             return;
         };
+        let key = (self.shard_no(shard), ts_ms);
         if kind == OpType::Invoke {
             let g = self.group(shard, turbines);
-            match self.in_flight.iter_mut().find(|f| !f.3 && f.0 == shard) {
-                Some(slot) => (slot.1, slot.2, slot.3) = (ts_ms, g, true),
-                None => self.in_flight.push((shard.to_string(), ts_ms, g, true)),
+            let flight = self.in_flight.entry(key).or_default();
+            if flight.answered {
+                self.in_flight.remove(&key);
+                self.early_answers -= 1;
+            } else {
+                (flight.invoked, flight.group) = (true, g);
             }
             return;
         }
-        if let Some(slot) = self
-            .in_flight
-            .iter_mut()
-            .find(|f| f.3 && f.1 == ts_ms && f.0 == shard)
-        {
-            slot.3 = false;
+        match self.in_flight.get(&key) {
+            Some(f) if f.invoked => {
+                self.in_flight.remove(&key);
+            }
+            Some(_) => {}
+            // Its invoke may follow: remembered, up to a limit (past it the invoke stays
+            // open and its readings uncertain, which accuses nobody).
+            None if self.early_answers < MAX_EARLY_ANSWERS => {
+                self.early_answers += 1;
+                let answered = Flight {
+                    answered: true,
+                    ..Flight::default()
+                };
+                self.in_flight.insert(key, answered);
+            }
+            None => {}
         }
         let n = turbines.len() as u64;
         match kind {
@@ -315,16 +335,49 @@ impl HistoryFold {
         g
     }
 
+    /// The refusals in the order their lines say (time, then the rest), each once: a line
+    /// written twice is one refusal.
+    pub(crate) fn settle_refusals(&mut self) {
+        let key = |r: &Refusal| {
+            (
+                r.time_ns,
+                r.process.clone(),
+                r.f.clone(),
+                r.token,
+                r.shard_token,
+                r.shard.clone(),
+            )
+        };
+        self.refusals.sort_by_cached_key(key);
+        self.refusals.dedup();
+    }
+
+    /// The shard's number in `shards`, adding it when first named.
+    fn shard_no(&mut self, shard: &str) -> u32 {
+        match self.shards.iter().position(|s| s == shard) {
+            Some(i) => i as u32,
+            None => {
+                self.shards.push(shard.to_string());
+                (self.shards.len() - 1) as u32
+            }
+        }
+    }
+
     /// Ingest batches invoked that never completed: they may or may not have
     /// been written, like an `info`. Returns how many readings that is.
     pub(crate) fn settle_in_flight(&mut self) -> u64 {
+        let mut open: Vec<((u32, i64), u32)> = std::mem::take(&mut self.in_flight)
+            .into_iter()
+            .filter(|(_, f)| f.invoked && !f.answered)
+            .map(|(key, f)| (key, f.group))
+            .collect();
+        // Taken in the order the readings say, not the order a map holds them.
+        open.sort_unstable();
         let mut readings = 0;
-        for (_, ts_ms, g, open) in std::mem::take(&mut self.in_flight) {
-            if open {
-                let group = &mut self.groups[g as usize];
-                group.uncertain.push(ts_ms);
-                readings += group.turbines.len() as u64;
-            }
+        for ((_, ts_ms), g) in open {
+            let group = &mut self.groups[g as usize];
+            group.uncertain.push(ts_ms);
+            readings += group.turbines.len() as u64;
         }
         readings
     }
@@ -332,6 +385,18 @@ impl HistoryFold {
 
 /// Lists a fold remembers by their caller's number ([`TurbineList::key`]).
 const MAX_LISTS_KEPT: usize = 4096;
+
+/// Ingest answers a fold remembers while their invoke has not been read (lines out of order).
+const MAX_EARLY_ANSWERS: usize = 1 << 20;
+
+/// One ingest batch of which one line was read and not yet the other.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
+struct Flight {
+    /// Its turbine list (set by the invoke).
+    group: u32,
+    invoked: bool,
+    answered: bool,
+}
 
 /// The fields of one event that the fold reads, for [`HistoryFold::observe_fields`].
 #[derive(Debug, Clone, Copy)]

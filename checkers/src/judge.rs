@@ -30,6 +30,7 @@ fn judge(
     audit: Option<&Audit>,
     final_state: Option<&FinalState>,
 ) -> Verdict {
+    fold.settle_refusals();
     let mut reasons = input_reasons(&fold, meta, audit, final_state);
     let audit = audit.map(dated);
     if let Some(why) = audit.as_ref().and_then(|(_, why)| why.clone()) {
@@ -56,9 +57,10 @@ fn judge(
     let turbine_writes = audit.map(TurbineWrites::new);
     let final_complete = final_state.is_some_and(|f| f.complete);
     // Phantom rows are provable only against a complete expectation: every
-    // ingest completion said which readings, and no line was torn off the
-    // end (a batch's invoke may be that line, its rows on the shard).
-    let expectation_complete = fold.unreadable_ingest == 0 && !fold.torn_tail;
+    // ingest completion said which readings, no line was torn off the end (a
+    // batch's invoke may be that line, its rows on the shard), and there is a
+    // history at all (nothing observed explains nothing and accuses nothing).
+    let expectation_complete = fold.unreadable_ingest == 0 && !fold.torn_tail && fold.events > 0;
     let rows = final_state.map(|f| rows::tally_turbines(fold.turbines, fold.groups, meta, f));
     if let Some(r) = &rows {
         reasons.extend(r.reasons.iter().cloned());
@@ -106,12 +108,10 @@ fn input_reasons(
             .unwrap_or("the run did not complete");
         reasons.push(format!("history cut short: {why}"));
     }
-    if fold.torn_tail {
-        reasons.push("history ends in a torn line: the harness stopped mid-write".to_string());
-    }
-    if fold.events == 0 {
-        reasons.push("empty history: no operation was observed".to_string());
-    }
+    reasons.extend(crate::observed::history_reasons(
+        fold.events,
+        fold.torn_tail,
+    ));
     if fold.unreadable_ingest > 0 {
         reasons.push(format!(
             "{} ingest completions do not say which readings ({{shard, ts_ms, turbines}}): the expectation is incomplete",

@@ -22,6 +22,7 @@ mod judge;
 mod lease;
 mod liveness;
 mod objects;
+mod observed;
 mod payout;
 mod readings;
 mod rows;
@@ -33,16 +34,20 @@ mod writes;
 
 pub use bench::{bench_synthetic, BenchFigures, Synthetic};
 pub use fold::{FoldEvent, HistoryFold, Refusal, TurbineList};
+pub use observed::in_order;
 pub use stats::{GrantStat, Stats};
 pub use verdict::{Anomaly, AnomalyClass, Severity, Validity, Verdict};
 
 use chaos_history::RunRecord;
 
-/// Judge a stored run.
+/// Judge a stored run (its events in the order their lines say, `observed::in_order`).
 pub fn check(record: &RunRecord) -> Verdict {
     let mut fold = HistoryFold::new(&record.meta);
-    for op in &record.history {
+    for op in in_order(&record.history) {
         fold.observe(op);
+    }
+    if record.torn_tail {
+        fold.note_torn_tail();
     }
     fold.finish(
         &record.meta,

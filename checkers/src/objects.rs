@@ -12,16 +12,19 @@ fn value_of(version: i64, object: i32) -> String {
     format!("v{version}-o{object}")
 }
 
-/// Torn, unfinished and interleaved updates, with the stats they fill.
+/// Torn, unfinished and interleaved updates, with the stats they fill. `read_whole`: the
+/// final state read every shard; else an object not seen may be on an unread one (not torn),
+/// and a version not seen published may have been (not unfinished).
 pub fn check(
     meta: &RunMeta,
     writes: &[ObjectWrite],
     config: Option<&ConfigState>,
+    read_whole: bool,
     stats: &mut Stats,
 ) -> Vec<Anomaly> {
     let mut out = Vec::new();
     if let Some(config) = config {
-        out.extend(torn(meta, writes, config, stats));
+        out.extend(torn(meta, writes, config, read_whole, stats));
     }
     out.extend(interleaved(meta, writes, stats));
     out
@@ -32,6 +35,7 @@ fn torn(
     meta: &RunMeta,
     writes: &[ObjectWrite],
     config: &ConfigState,
+    read_whole: bool,
     stats: &mut Stats,
 ) -> Option<Anomaly> {
     let count = meta.objects.as_ref().map_or(10, |o| o.count);
@@ -46,7 +50,10 @@ fn torn(
         .iter()
         .max_by_key(|(v, n)| (**n, **v))
         .map(|(v, _)| *v);
-    let missing: Vec<i32> = (1..=count).filter(|i| !by_object.contains_key(i)).collect();
+    // An object not seen is missing only when every shard was read.
+    let missing: Vec<i32> = (1..=count)
+        .filter(|i| read_whole && !by_object.contains_key(i))
+        .collect();
     let odd: Vec<&ConfigObject> = by_object
         .values()
         .filter(|o| Some(o.version) != main || o.value != value_of(o.version, o.object))
@@ -55,7 +62,7 @@ fn torn(
     if missing.is_empty() && odd.is_empty() {
         stats.live_version = main;
         if main == Some(0) {
-            return Some(unfinished(meta));
+            return Some(unfinished(meta, read_whole));
         }
         return None;
     }
@@ -110,14 +117,18 @@ fn torn(
 }
 
 /// Every object still holds the initial version: no leader published one.
-fn unfinished(meta: &RunMeta) -> Anomaly {
-    let severity = crate::times::liveness_severity(meta);
+fn unfinished(meta: &RunMeta, read_whole: bool) -> Anomaly {
+    let (read, caveat) = crate::observed::absence_proven(
+        read_whole,
+        " (the final state is incomplete: an unread shard may hold a published version)",
+    );
+    let severity = crate::times::liveness_severity(meta).min(read);
     Anomaly::new(
         AnomalyClass::JobNotFinished,
         severity,
         1,
         None,
-        "no leader's version was published: every object still holds the initial version".into(),
+        format!("no leader's version was published: every object still holds the initial version{caveat}"),
         json!({}),
     )
 }

@@ -6,7 +6,9 @@ use chaos_history::{FinalState, Payment, RunMeta};
 use serde_json::json;
 use std::collections::BTreeMap;
 
-/// The double and missed payouts of a run, with the stats they fill.
+/// The double and missed payouts of a run, with the stats they fill. A payment the ledger
+/// shows happened; one it does not show is missed only when the ledger was read whole (a
+/// final state that could not read everything makes a missed payout information).
 pub fn check(meta: &RunMeta, final_state: &FinalState, stats: &mut Stats) -> Vec<Anomaly> {
     let Some(payout) = &meta.payout else {
         return Vec::new();
@@ -51,7 +53,8 @@ pub fn check(meta: &RunMeta, final_state: &FinalState, stats: &mut Stats) -> Vec
     stats.missed_payouts = never.len() as u64;
     if !never.is_empty() {
         let made = paid.values().filter(|l| !l.is_empty()).count();
-        out.push(missed(meta, &payout.month, &never, made, &design));
+        let whole = final_state.complete;
+        out.push(missed(meta, &payout.month, &never, made, &design, whole));
     }
     out
 }
@@ -132,22 +135,34 @@ fn double(
     )
 }
 
-fn missed(meta: &RunMeta, month: &str, never: &[&str], made: usize, design: &Design) -> Anomaly {
+fn missed(
+    meta: &RunMeta,
+    month: &str,
+    never: &[&str],
+    made: usize,
+    design: &Design,
+    ledger_whole: bool,
+) -> Anomaly {
     let owed = never.len() + made;
     let why = if design.election == "unique" {
         format!("the unique election is at-most-once: the winner stopped after {made} payment(s) and its job_runs row keeps every other box out, so nobody finishes the job")
     } else {
         "the job did not finish".to_string()
     };
-    // A run stopped before its end may simply not have got there.
-    let severity = crate::times::liveness_severity(meta);
+    // A run stopped before its end may simply not have got there; a ledger not read whole
+    // may hold the payment.
+    let (read, caveat) = crate::observed::absence_proven(
+        ledger_whole,
+        " (the final state is incomplete: the processor's ledger may hold these payments)",
+    );
+    let severity = crate::times::liveness_severity(meta).min(read);
     Anomaly::new(
         AnomalyClass::MissedPayout,
         severity,
         never.len() as u64,
         None,
         format!(
-            "{} of {owed} publishers never paid for {month}: {why}",
+            "{} of {owed} publishers never paid for {month}: {why}{caveat}",
             never.len()
         ),
         json!({ "publishers": never.iter().take(50).collect::<Vec<_>>(), "paid": made }),

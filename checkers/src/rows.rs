@@ -234,14 +234,10 @@ impl RowsOutcome {
         expectation_complete: bool,
     ) -> Vec<Anomaly> {
         let clock = &meta.clock;
-        let (provable, caveat) = if final_complete {
-            (Severity::Error, "")
-        } else {
-            (
-                Severity::Info,
-                " (final state incomplete: may be on an unreadable shard)",
-            )
-        };
+        let (provable, caveat) = crate::observed::absence_proven(
+            final_complete,
+            " (final state incomplete: may be on an unreadable shard)",
+        );
         [
             self.lost_anomaly(clock, writes, provable, caveat),
             self.duplicated_anomaly(clock, writes, meta.strict_duplicates),
@@ -529,14 +525,10 @@ impl RowsOutcome {
             (Some(a), _) => format_reading(clock, a),
             _ => "?".to_string(),
         };
-        let (severity, caveat) = if expectation_complete {
-            (Severity::Error, "")
-        } else {
-            (
-                Severity::Info,
-                " (the expectation is incomplete: an ingest completion that did not say which readings, or the history's torn last line, may explain these)",
-            )
-        };
+        let (severity, caveat) = crate::observed::absence_proven(
+            expectation_complete,
+            " (the expectation is incomplete: an ingest completion that did not say which readings, the history's torn last line or an empty history may explain these)",
+        );
         let summary = format!(
             "{readings} readings of {} turbine(s) are on a shard though nothing put them there (not seeded, not ingested ok or info, no copy of either); first: {} on {shard0}, {} readings {range}{}{caveat}",
             phantom.len(),

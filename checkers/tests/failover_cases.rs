@@ -1,7 +1,9 @@
 //! Planted runs of the failover system as data: every folder under `tests/data/` whose `run.json` says `"system": "failover"` is a stored run (run.json, history.jsonl, final-state.json) with the verdict it must get (`expect.json`, as `cases.rs` reads it; its `stats` a subset of `Verdict::stats.failover`).
 
+mod reorder;
+
 use chaos_checkers::{failover, Verdict};
-use chaos_history::{read_history, FailoverFinal, FailoverMeta};
+use chaos_history::{FailoverFinal, FailoverMeta, History};
 use serde_json::Value;
 use std::path::{Path, PathBuf};
 
@@ -18,9 +20,27 @@ fn load<T: serde::de::DeserializeOwned>(path: &Path) -> Option<T> {
 
 fn judge(dir: &Path) -> Verdict {
     let meta: FailoverMeta = load(&dir.join("run.json")).expect("a run.json");
-    let history = read_history(&dir.join("history.jsonl")).expect("history parses");
+    let history = History::read(&dir.join("history.jsonl")).expect("history parses");
     let final_state: Option<FailoverFinal> = load(&dir.join("final-state.json"));
-    failover::check(&meta, &history, final_state.as_ref())
+    let verdict = failover::check(&meta, &history, final_state.as_ref());
+    assert_eq!(
+        verdict,
+        judge_text(dir, &history_text(dir)),
+        "read whole or from its text"
+    );
+    verdict
+}
+
+fn history_text(dir: &Path) -> String {
+    std::fs::read_to_string(dir.join("history.jsonl")).unwrap_or_default()
+}
+
+/// The case judged with `text` as its history.
+fn judge_text(dir: &Path, text: &str) -> Verdict {
+    let meta: FailoverMeta = load(&dir.join("run.json")).expect("a run.json");
+    let (ops, torn_tail) = reorder::ops(text);
+    let final_state: Option<FailoverFinal> = load(&dir.join("final-state.json"));
+    failover::check(&meta, &History { ops, torn_tail }, final_state.as_ref())
 }
 
 fn same(a: &Value, b: &Value) -> bool {
@@ -108,7 +128,11 @@ fn every_failover_case_gets_its_expected_verdict() {
     let mut failures = Vec::new();
     for dir in &dirs {
         let expect: Value = load(&dir.join("expect.json")).expect("an expect.json");
-        let problems = mismatches(&judge(dir), &expect);
+        let mut problems = mismatches(&judge(dir), &expect);
+        // Line order and repeats say nothing.
+        problems.extend(reorder::differences(&history_text(dir), &|t| {
+            judge_text(dir, t)
+        }));
         if !problems.is_empty() {
             failures.push(format!(
                 "{}:\n    {}",
@@ -144,4 +168,35 @@ fn unfenced_lost_orders_say_why_and_which() {
         .anomaly(chaos_checkers::AnomalyClass::TwoPrimaries)
         .unwrap();
     assert_eq!(two.evidence["windows"][0]["until_the_end"], true);
+}
+
+/// Issue 31: the shop's history shuffled (and each ok before its invoke) lost the finding
+/// or changed its count; ordered by what the lines say, the same six orders, split the same.
+#[test]
+fn failover_lines_shuffled() {
+    let want = judge(&data_dir().join("failover-unfenced-lost"));
+    for name in ["failover-lines-shuffled", "failover-answers-before-invokes"] {
+        let v = judge(&data_dir().join(name));
+        let (got, original) = (
+            v.anomaly(chaos_checkers::AnomalyClass::LostOrders).unwrap(),
+            want.anomaly(chaos_checkers::AnomalyClass::LostOrders)
+                .unwrap(),
+        );
+        assert_eq!(got.evidence, original.evidence, "{name}");
+        assert_eq!(v.stats, want.stats, "{name}");
+    }
+}
+
+/// Issue 31: the failover path's torn last line is `unknown`, with the reason.
+#[test]
+fn failover_torn_tail() {
+    let v = judge(&data_dir().join("failover-torn-tail"));
+    assert_eq!(v.valid, chaos_checkers::Validity::Unknown);
+    assert!(
+        v.reasons
+            .iter()
+            .any(|r| r.contains("history ends in a torn line")),
+        "{:?}",
+        v.reasons
+    );
 }

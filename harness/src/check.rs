@@ -8,7 +8,7 @@
 //! harness writes (a bad line anywhere, a corrupt JSON file) is refused in one
 //! line naming the file.
 
-use crate::results;
+use crate::results::{self, read_optional};
 use chaos_checkers::Verdict;
 use chaos_history::{Audit, FinalState, RunMeta};
 use std::path::Path;
@@ -111,19 +111,6 @@ pub fn check_dir(dir: &Path, opts: &CheckOptions) -> anyhow::Result<Verdict> {
         eprintln!("report: {}", dir.join("report.html").display());
     }
     Ok(verdict)
-}
-
-/// A JSON file of the run directory: `None` when it is absent; an error
-/// naming the file when it cannot be read or is not what it should be.
-fn read_optional<T: serde::de::DeserializeOwned>(path: &Path) -> anyhow::Result<Option<T>> {
-    let text = match std::fs::read_to_string(path) {
-        Ok(text) => text,
-        Err(e) if e.kind() == std::io::ErrorKind::NotFound => return Ok(None),
-        Err(e) => anyhow::bail!("{}: cannot read: {e}", path.display()),
-    };
-    serde_json::from_str(&text)
-        .map(Some)
-        .map_err(|e| anyhow::anyhow!("{}: corrupt: {e}", path.display()))
 }
 
 /// Write a file whole or not at all (an interrupted check leaves no half page).

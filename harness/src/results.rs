@@ -51,6 +51,19 @@ pub fn read_json<T: serde::de::DeserializeOwned>(path: &Path) -> anyhow::Result<
     serde_json::from_str(&text).map_err(|e| anyhow::anyhow!("{}: {e}", path.display()))
 }
 
+/// A JSON file of the run directory: `None` when it is absent; an error
+/// naming the file when it cannot be read or is not what it should be.
+pub fn read_optional<T: serde::de::DeserializeOwned>(path: &Path) -> anyhow::Result<Option<T>> {
+    let text = match std::fs::read_to_string(path) {
+        Ok(text) => text,
+        Err(e) if e.kind() == std::io::ErrorKind::NotFound => return Ok(None),
+        Err(e) => anyhow::bail!("{}: cannot read: {e}", path.display()),
+    };
+    serde_json::from_str(&text)
+        .map(Some)
+        .map_err(|e| anyhow::anyhow!("{}: corrupt: {e}", path.display()))
+}
+
 /// The project's git commit (with `-dirty` when the tree has changes), or "unknown".
 pub fn git_commit() -> String {
     let run = |args: &[&str]| {

@@ -341,3 +341,142 @@ fn sigterm_or_ctrl_c_stops_a_big_check_within_a_second() {
     }
     std::fs::remove_dir_all(dir.parent().unwrap()).unwrap();
 }
+
+/// The verdict `chaos check` wrote: its validity and each finding's class, severity and count.
+fn findings(dir: &Path) -> serde_json::Value {
+    let v: serde_json::Value =
+        serde_json::from_str(&std::fs::read_to_string(dir.join("verdict.json")).unwrap()).unwrap();
+    let anomalies: Vec<serde_json::Value> = v["anomalies"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|a| {
+            serde_json::json!([
+                a["class"],
+                a["severity"],
+                a["count"],
+                a["first_scenario_time"]
+            ])
+        })
+        .collect();
+    serde_json::json!({ "valid": v["valid"], "reasons": v["reasons"], "anomalies": anomalies })
+}
+
+/// Issue 31: a stored run of every system re-judged after its lines were shuffled (each keeps
+/// its index and time_ns), or each answer moved before its invoke, gets the verdict of the
+/// file as written, through the one `chaos check`.
+#[test]
+fn every_system_judges_shuffled_lines_and_answers_before_invokes_as_written() {
+    let cases = [
+        "april-fenced",
+        "payout-lines-shuffled",
+        "objects-lines-shuffled",
+        "failover-unfenced-lost",
+    ];
+    for case in cases {
+        let dir = planted(case, &format!("check-order-{case}"));
+        let want_code = code(&check(&dir, &["-q"]));
+        let want = findings(&dir);
+        assert_ne!(want_code, 3, "{case}");
+        // Reversed: every line out of place; and each answer swapped with its invoke.
+        edit_history(&dir, |lines| lines.reverse());
+        assert_eq!(code(&check(&dir, &["-q"])), want_code, "{case} reversed");
+        assert_eq!(findings(&dir), want, "{case} reversed");
+        edit_history(&dir, |lines| {
+            lines.reverse();
+            let field = |l: &[u8], k: &str| {
+                serde_json::from_slice::<serde_json::Value>(l).unwrap()[k]
+                    .as_str()
+                    .unwrap_or("")
+                    .to_string()
+            };
+            for i in 0..lines.len() {
+                if field(&lines[i], "type") != "invoke" {
+                    continue;
+                }
+                let process = field(&lines[i], "process");
+                let answer = (i + 1..lines.len()).find(|&j| {
+                    field(&lines[j], "process") == process && field(&lines[j], "type") != "invoke"
+                });
+                if let Some(j) = answer {
+                    lines.swap(i, j);
+                }
+            }
+        });
+        assert_eq!(
+            code(&check(&dir, &["-q"])),
+            want_code,
+            "{case} answers first"
+        );
+        assert_eq!(findings(&dir), want, "{case} answers first");
+    }
+}
+
+/// Issue 31: a failover run's torn last line is `unknown` with the reason, as the mover's is
+/// (the failover path's reader kept the flag it used to drop).
+#[test]
+fn a_failover_run_with_a_torn_last_line_is_unknown_and_says_why() {
+    let dir = planted("failover-fenced-clean", "check-failover-torn");
+    assert_eq!(code(&check(&dir, &["-q"])), 0, "the planted run is valid");
+    append(
+        &dir.join("history.jsonl"),
+        br#"{"index":999,"time_ns":1200000000,"scenario_time":"14:0"#,
+    );
+    let out = check(&dir, &[]);
+    let (stdout, stderr) = (text(&out.stdout), text(&out.stderr));
+    assert_eq!(code(&out), 2, "{stdout}{stderr}");
+    assert!(
+        stderr.contains("unknown because: history ends in a torn line"),
+        "{stderr}"
+    );
+    // Torn in the middle is no torn tail: refused, naming the line.
+    let dir = planted("failover-fenced-clean", "check-failover-torn-middle");
+    let path = edit_history(&dir, |lines| lines[9].truncate(30));
+    let line = refused(&check(&dir, &[]));
+    assert!(
+        line.starts_with(&format!("chaos: error: {}:10: ", path.display())),
+        "{line}"
+    );
+}
+
+/// Issue 31: what could not be read is `unknown`, never a loss, for every system; and an
+/// empty history accuses nothing.
+#[test]
+fn an_unreadable_store_or_an_empty_history_is_unknown_for_every_system() {
+    for case in [
+        "final-state-incomplete",
+        "payout-ledger-unreadable",
+        "objects-store-unreadable",
+        "failover-survivor-unread",
+        "mover-empty-history-ingested-rows",
+        "payout-empty-history",
+        "objects-empty-history",
+        "failover-empty-history",
+    ] {
+        let dir = planted(case, &format!("check-unknown-{case}"));
+        let out = check(&dir, &[]);
+        assert_eq!(
+            code(&out),
+            2,
+            "{case}: {}{}",
+            text(&out.stdout),
+            text(&out.stderr)
+        );
+        assert!(
+            text(&out.stderr).contains("unknown because: "),
+            "{case}: {}",
+            text(&out.stderr)
+        );
+    }
+    // A corrupt failover final state is refused naming the file, as the mover's is.
+    let dir = planted("failover-fenced-clean", "check-failover-corrupt");
+    let path = dir.join("final-state.json");
+    let mut bytes = std::fs::read(&path).unwrap();
+    bytes.truncate(bytes.len() / 2);
+    std::fs::write(&path, bytes).unwrap();
+    let line = refused(&check(&dir, &[]));
+    assert!(
+        line.starts_with(&format!("chaos: error: {}: corrupt: ", path.display())),
+        "{line}"
+    );
+}

@@ -24,7 +24,7 @@ pub use failover::{
 };
 pub use op::{Op, OpType};
 pub use operation::{verb, Operation, Refusal};
-pub use reader::{read_history, HistoryReader};
+pub use reader::{read_history, History, HistoryReader};
 pub use record::{
     Audit, ClaimChange, FinalState, PlanEntry, RunMeta, RunRecord, SeededTurbine, ShardTurbineRuns,
     ShardWrite, ValueCheck, WriteOp, AUDIT_FILE, FINAL_STATE_FILE, HISTORY_FILE, RUN_META_FILE,

@@ -6,9 +6,10 @@ use std::io::{BufRead, BufReader};
 use std::path::Path;
 
 /// Streams events from a history file. A torn last line (the harness was
-/// killed mid-write) is reported by `torn_tail`, not as an error.
+/// killed mid-write: its JSON ends early, or a character is cut in two) is
+/// reported by `torn_tail`, not as an error; only the last line may be torn.
 pub struct HistoryReader {
-    lines: std::io::Lines<BufReader<File>>,
+    file: BufReader<File>,
     path: String,
     line: u64,
     pub torn_tail: bool,
@@ -21,11 +22,56 @@ impl HistoryReader {
             error,
         })?;
         Ok(HistoryReader {
-            lines: BufReader::with_capacity(1 << 20, file).lines(),
+            file: BufReader::with_capacity(1 << 20, file),
             path: path.display().to_string(),
             line: 0,
             torn_tail: false,
         })
+    }
+
+    /// The next line's bytes, without its newline; `None` at the end.
+    fn next_line(&mut self) -> Option<Result<Vec<u8>, HistoryError>> {
+        let mut bytes = Vec::new();
+        match self.file.read_until(b'\n', &mut bytes) {
+            Ok(0) => None,
+            Ok(_) => {
+                self.line += 1;
+                if bytes.last() == Some(&b'\n') {
+                    bytes.pop();
+                }
+                Some(Ok(bytes))
+            }
+            Err(error) => Some(Err(HistoryError::Io {
+                path: self.path.clone(),
+                error,
+            })),
+        }
+    }
+
+    /// Whether only blank lines follow (a torn line must be the last).
+    fn rest_is_blank(&mut self) -> Result<bool, HistoryError> {
+        while let Some(next) = self.next_line() {
+            if !next?.iter().all(u8::is_ascii_whitespace) {
+                return Ok(false);
+            }
+        }
+        Ok(true)
+    }
+
+    /// One line as an event, else whether it was cut short (its JSON ends early, or its last
+    /// character is cut in two) and what is wrong with it.
+    fn parse(bytes: &[u8]) -> Result<Op, (bool, serde_json::Error)> {
+        let text = match std::str::from_utf8(bytes) {
+            Ok(text) => text,
+            Err(e) => {
+                let error = <serde_json::Error as serde::de::Error>::custom(format!(
+                    "not UTF-8 at byte {}",
+                    e.valid_up_to()
+                ));
+                return Err((e.error_len().is_none(), error));
+            }
+        };
+        serde_json::from_str::<Op>(text).map_err(|e| (e.is_eof(), e))
     }
 }
 
@@ -34,32 +80,35 @@ impl Iterator for HistoryReader {
 
     fn next(&mut self) -> Option<Self::Item> {
         loop {
-            let text = match self.lines.next()? {
-                Ok(t) => t,
-                Err(error) => {
-                    return Some(Err(HistoryError::Io {
-                        path: self.path.clone(),
-                        error,
-                    }))
-                }
+            let bytes = match self.next_line()? {
+                Ok(b) => b,
+                Err(e) => return Some(Err(e)),
             };
-            self.line += 1;
-            if text.trim().is_empty() {
+            if bytes.iter().all(u8::is_ascii_whitespace) {
                 continue;
             }
-            return match serde_json::from_str::<Op>(&text) {
+            return match Self::parse(&bytes) {
                 Ok(op) => Some(Ok(op)),
-                Err(error) => {
-                    // Only the last line may be torn; peek whether more follow.
-                    if error.is_eof() {
-                        self.torn_tail = true;
-                        None
-                    } else {
-                        Some(Err(HistoryError::Parse {
+                Err((torn, error)) => {
+                    let line = self.line;
+                    match torn {
+                        true => match self.rest_is_blank() {
+                            Ok(true) => {
+                                self.torn_tail = true;
+                                None
+                            }
+                            Ok(false) => Some(Err(HistoryError::Parse {
+                                path: self.path.clone(),
+                                line,
+                                error,
+                            })),
+                            Err(e) => Some(Err(e)),
+                        },
+                        false => Some(Err(HistoryError::Parse {
                             path: self.path.clone(),
-                            line: self.line,
+                            line,
                             error,
-                        }))
+                        })),
                     }
                 }
             };
@@ -67,9 +116,30 @@ impl Iterator for HistoryReader {
     }
 }
 
-/// Read a whole history into memory (small runs, tests).
+/// Read a whole history into memory (small runs, tests). A torn last line is dropped
+/// silently: [`History::read`] says so.
 pub fn read_history(path: &Path) -> Result<Vec<Op>, HistoryError> {
     HistoryReader::open(path)?.collect()
+}
+
+/// A whole history read back: its events as the file holds them, and whether its last
+/// line was torn (the harness stopped mid-write), which a checker must say.
+#[derive(Debug, Clone, Default, PartialEq)]
+pub struct History {
+    pub ops: Vec<Op>,
+    pub torn_tail: bool,
+}
+
+impl History {
+    /// Read `path` whole, keeping the torn-tail flag.
+    pub fn read(path: &Path) -> Result<History, HistoryError> {
+        let mut reader = HistoryReader::open(path)?;
+        let ops = reader.by_ref().collect::<Result<Vec<Op>, _>>()?;
+        Ok(History {
+            ops,
+            torn_tail: reader.torn_tail,
+        })
+    }
 }
 
 #[cfg(test)]
@@ -115,6 +185,35 @@ mod tests {
         let mut idx: Vec<u64> = ops.iter().map(|o| o.index).collect();
         idx.sort();
         assert_eq!(idx, (0..200).collect::<Vec<_>>());
+        std::fs::remove_dir_all(&dir).unwrap();
+    }
+
+    /// Issue 31: the failover path read through `read_history`, which dropped the torn flag;
+    /// `History::read` keeps it, also for a character cut in two, and only for the last line.
+    #[test]
+    fn a_torn_tail_is_kept_and_only_the_last_line_may_be_torn() {
+        let dir = std::env::temp_dir().join(format!("chaos-history-torn-{}", std::process::id()));
+        std::fs::create_dir_all(&dir).unwrap();
+        let path = dir.join("history.jsonl");
+        let good = r#"{"index":0,"time_ns":0,"scenario_time":"","process":"app","type":"invoke","f":"order","value":{"id":"o-1"}}"#;
+        let cut = &good[..good.len() - 9];
+        let read = |bytes: &[u8]| {
+            std::fs::write(&path, bytes).unwrap();
+            History::read(&path)
+        };
+        for tail in [cut.to_string(), format!("{cut}\n\n  \n")] {
+            let h = read(format!("{good}\n{tail}").as_bytes()).unwrap();
+            assert_eq!((h.ops.len(), h.torn_tail), (1, true), "{tail:?}");
+        }
+        // A character cut in two at the very end (the é of a value).
+        let mut bytes = format!("{good}\n{}", &good[..40]).into_bytes();
+        bytes.extend_from_slice(&"é".as_bytes()[..1]);
+        assert!(read(&bytes).unwrap().torn_tail);
+        let whole = read(format!("{good}\n{good}\n").as_bytes()).unwrap();
+        assert_eq!((whole.ops.len(), whole.torn_tail), (2, false));
+        // Cut short, then more lines: not a torn tail but a bad line, named.
+        let err = read(format!("{good}\n{cut}\n{good}\n").as_bytes()).unwrap_err();
+        assert!(err.to_string().contains("history.jsonl:2: "), "{err}");
         std::fs::remove_dir_all(&dir).unwrap();
     }
 

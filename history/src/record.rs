@@ -192,6 +192,8 @@ pub struct FinalState {
 pub struct RunRecord {
     pub meta: RunMeta,
     pub history: Vec<Op>,
+    /// The history file's last line was torn (the harness stopped mid-write).
+    pub torn_tail: bool,
     pub audit: Option<Audit>,
     pub final_state: Option<FinalState>,
 }

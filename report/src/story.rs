@@ -579,6 +579,7 @@ mod tests {
         let record = RunRecord {
             meta,
             history,
+            torn_tail: false,
             audit: None,
             final_state: None,
         };

@@ -58,10 +58,11 @@ pub struct Timeline {
 }
 
 impl Timeline {
-    /// Read every event once.
+    /// Read every event once, in the order the lines say (`observed::in_order`), not the
+    /// order they stand in the file.
     pub fn of(meta: &FailoverMeta, history: &[Op]) -> Timeline {
         let mut t = Timeline::default();
-        for op in history {
+        for op in crate::observed::in_order(history) {
             let ms = meta.clock.scenario_ms_at_run_ns(op.time_ns);
             t.last_ms = t.last_ms.max(ms);
             match op.process.as_str() {
@@ -88,14 +89,14 @@ impl Timeline {
             return;
         };
         let outcome = match op.kind {
+            // An invoke never undoes an answer already read (an `ok` stamped before its
+            // invoke, or the same line twice): it only dates the order.
             OpType::Invoke => {
-                self.orders.insert(
-                    id.to_string(),
-                    Order {
-                        invoked_ms: ms,
-                        outcome: Outcome::Pending,
-                    },
-                );
+                let order = self.orders.entry(id.to_string()).or_insert(Order {
+                    invoked_ms: ms,
+                    outcome: Outcome::Pending,
+                });
+                order.invoked_ms = order.invoked_ms.min(ms);
                 return;
             }
             OpType::Ok => Outcome::Ok {

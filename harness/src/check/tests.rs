@@ -108,6 +108,7 @@ fn record_of(dir: &Path, history: Vec<Op>) -> RunRecord {
     RunRecord {
         meta: results::read_json(&dir.join("run.json")).unwrap(),
         history,
+        torn_tail: false,
         audit: read_optional(&dir.join(chaos_history::AUDIT_FILE)).unwrap(),
         final_state: read_optional(&dir.join(chaos_history::FINAL_STATE_FILE)).unwrap(),
     }

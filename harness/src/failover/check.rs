@@ -2,7 +2,7 @@
 
 use crate::results;
 use chaos_checkers::Verdict;
-use chaos_history::{read_history, FailoverFinal, FailoverMeta, FAILOVER_SYSTEM};
+use chaos_history::{FailoverFinal, FailoverMeta, History, FAILOVER_SYSTEM};
 use std::path::Path;
 
 /// Whether the run in `dir` is the failover system's: its `run.json` says so, or (a harness
@@ -29,17 +29,18 @@ pub fn check_dir(dir: &Path, quiet: bool) -> anyhow::Result<Verdict> {
             chaos_history::RUN_META_FILE
         ),
     };
-    let history =
-        read_history(&dir.join(chaos_history::HISTORY_FILE)).map_err(|e| anyhow::anyhow!("{e}"))?;
-    let final_path = dir.join(chaos_history::FINAL_STATE_FILE);
-    let final_state: Option<FailoverFinal> = match std::fs::read_to_string(&final_path) {
-        Ok(text) => Some(
-            serde_json::from_str(&text)
-                .map_err(|e| anyhow::anyhow!("{}: corrupt: {e}", final_path.display()))?,
-        ),
-        Err(_) => None,
-    };
+    // Read as the mover's run is: a torn last line is kept as a flag the verdict says,
+    // a missing final state is said missing, a corrupt or unreadable one is refused.
+    let history = History::read(&dir.join(chaos_history::HISTORY_FILE))
+        .map_err(|e| anyhow::anyhow!("{e}"))?;
+    let final_state: Option<FailoverFinal> =
+        results::read_optional(&dir.join(chaos_history::FINAL_STATE_FILE))?;
     let verdict = chaos_checkers::failover::check(&meta, &history, final_state.as_ref());
+    // The page and the story read the events in the order their lines say, as the checker.
+    let history: Vec<chaos_history::Op> = chaos_checkers::in_order(&history.ops)
+        .into_iter()
+        .cloned()
+        .collect();
     results::write_json(&dir.join("verdict.json"), &verdict)?;
     let figures: serde_json::Value = std::fs::read_to_string(dir.join("figures.json"))
         .ok()

@@ -245,7 +245,11 @@ mod tests {
     #[test]
     fn the_story_names_the_promotion_the_repoint_and_both_primaries_writes() {
         let (meta, history, final_state) = planted();
-        let verdict = chaos_checkers::failover::check(&meta, &history, Some(&final_state));
+        let read = chaos_history::History {
+            ops: history.clone(),
+            torn_tail: false,
+        };
+        let verdict = chaos_checkers::failover::check(&meta, &read, Some(&final_state));
         let input = Input {
             meta: &meta,
             history: &history,
