@@ -237,8 +237,13 @@ impl Drop for RemoveOwnOnExit {
 /// The command, or its end on Ctrl-C or SIGTERM: the run's future is dropped, and every owner
 /// stops what it started in `Drop`.
 async fn main_signalled(cli: Cli) -> anyhow::Result<u8> {
-    let mut term = tokio::signal::unix::signal(tokio::signal::unix::SignalKind::terminate())
+    // Both handlers are installed before the command does anything: a signal in its first
+    // moments is seen too (ctrl_c() would install its handler only when first polled).
+    use tokio::signal::unix::{signal, SignalKind};
+    let mut term = signal(SignalKind::terminate())
         .map_err(|e| anyhow::anyhow!("install the SIGTERM handler: {e}"))?;
+    let mut int = signal(SignalKind::interrupt())
+        .map_err(|e| anyhow::anyhow!("install the SIGINT handler: {e}"))?;
     // `chaos up` and `chaos proxy` end on Ctrl-C/SIGTERM by design, and stop what they hold themselves.
     let holds_until_signal = matches!(cli.command, Command::Up(_) | Command::Proxy { .. });
     let checking = match &cli.command {
@@ -254,7 +259,7 @@ async fn main_signalled(cli: Cli) -> anyhow::Result<u8> {
     } else {
         tokio::select! {
         r = main_inner(cli) => r,
-        _ = tokio::signal::ctrl_c() => {
+        _ = int.recv() => {
             check::cancel();
             Err(anyhow::anyhow!(stopped("interrupted")))
         }

@@ -154,34 +154,39 @@ fn docker_run(id: &str) -> anyhow::Result<Removed> {
     Ok(removed)
 }
 
-/// Stop any server still running on a data directory (its postmaster.pid names it, and the
-/// process's command line names the directory), then remove the directory.
+/// Stop every process still working on a data directory (a server, `postgres -D DIR/node`; a
+/// template copy, `cp -a TEMPLATE DIR/node`: both name it on their command line), then remove
+/// the directory.
 fn data_dir(dir: &Path) -> Removed {
     let mut removed = Removed::default();
-    let Ok(nodes) = std::fs::read_dir(dir) else {
-        return removed;
-    };
-    for node in nodes.flatten() {
-        let node_dir = node.path();
-        let Some(pid) = std::fs::read_to_string(node_dir.join("postmaster.pid"))
-            .ok()
-            .and_then(|t| t.lines().next().and_then(|l| l.trim().parse::<i32>().ok()))
-        else {
+    let needle = format!("{}/", dir.display());
+    let me = std::process::id();
+    let mut killed = Vec::new();
+    for e in std::fs::read_dir("/proc").into_iter().flatten().flatten() {
+        let Some(pid) = e.file_name().to_str().and_then(|s| s.parse::<u32>().ok()) else {
             continue;
         };
-        let cmdline = std::fs::read(format!("/proc/{pid}/cmdline"))
+        if pid == me {
+            continue;
+        }
+        let cmdline = std::fs::read(e.path().join("cmdline"))
             .map(|b| String::from_utf8_lossy(&b).replace('\0', " "))
             .unwrap_or_default();
-        if pid > 0 && cmdline.contains(&*node_dir.to_string_lossy()) {
-            unsafe { libc::kill(pid, libc::SIGKILL) };
-            let began = Instant::now();
-            while owned::process_start(pid as u32).is_some()
-                && began.elapsed() < Duration::from_secs(5)
-            {
-                let mut status = 0;
-                unsafe { libc::waitpid(pid, &mut status, libc::WNOHANG) };
-                std::thread::sleep(Duration::from_millis(10));
-            }
+        if cmdline.contains(&needle) {
+            unsafe { libc::kill(pid as i32, libc::SIGKILL) };
+            killed.push((pid, cmdline.starts_with("cp ")));
+        }
+    }
+    let began = Instant::now();
+    for (pid, copy) in &killed {
+        while owned::process_start(*pid).is_some_and(|_| !zombie(*pid))
+            && began.elapsed() < Duration::from_secs(5)
+        {
+            let mut status = 0;
+            unsafe { libc::waitpid(*pid as i32, &mut status, libc::WNOHANG) };
+            std::thread::sleep(Duration::from_millis(10));
+        }
+        if !copy {
             removed.servers += 1;
         }
     }
@@ -189,6 +194,17 @@ fn data_dir(dir: &Path) -> Removed {
         removed.data_dirs += 1;
     }
     removed
+}
+
+/// Whether a process has exited and waits only to be reaped.
+fn zombie(pid: u32) -> bool {
+    std::fs::read_to_string(format!("/proc/{pid}/stat"))
+        .ok()
+        .and_then(|s| {
+            s.rfind(')')
+                .and_then(|i| s[i + 1..].split_whitespace().next().map(|st| st == "Z"))
+        })
+        .unwrap_or(true)
 }
 
 #[cfg(test)]

@@ -1,4 +1,4 @@
-//! Nothing a run started outlives it (issue 33): April interrupted by SIGINT, SIGTERM, and SIGKILL followed by the next `chaos` command, at three points (the cluster starting, the seeding, mid-run), on the process backend and in containers; after each, no process, container, network, socket, data directory or ledger of the run is left.
+//! Nothing a run started outlives it (issue 33): April interrupted by SIGINT, SIGTERM, and SIGKILL followed by the next `chaos` command, at four points (before the cluster, its servers or containers half made, the seeding, mid-run), on the process backend and in containers; after each, no process, container, network, socket, data directory or ledger of the run is left.
 //!
 //! Each run gets its own data root (`CHAOS_DATA_DIR`), ledger folder (`CHAOS_LEDGER_DIR`) and
 //! temporary folder (`TMPDIR`, where the docker API shim's socket goes), so what is looked for
@@ -15,11 +15,15 @@ use std::process::{Child, Command, Stdio};
 use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
 
-/// Where an interrupt lands: the first line stderr shows that contains the text.
-const POINTS: [(&str, &str); 3] = [
-    ("the cluster starting", " -> "),
-    ("the seeding", "databases up in"),
-    ("mid-run", "moved"),
+/// Where an interrupt lands: this long (ms, process backend, docker) after the first line
+/// stderr shows that contains the text. The cluster's start takes about 0.2 s on the process
+/// backend and 1.5 s in containers: the second point lands inside it, servers or containers
+/// half made.
+const POINTS: [(&str, &str, u64, u64); 4] = [
+    ("before the cluster", " -> ", 0, 0),
+    ("the cluster starting", " -> ", 60, 700),
+    ("the seeding", "databases up in", 0, 0),
+    ("mid-run", "moved", 0, 0),
 ];
 const SIGNALS: [(i32, &str); 3] = [
     (libc::SIGINT, "SIGINT"),
@@ -110,7 +114,7 @@ fn docker_left(pid: u32) -> Vec<String> {
 
 /// Start April, interrupt it with `sig` at the first stderr line containing `at`, then check
 /// that nothing is left (after the next command, for SIGKILL). Returns a line for the log.
-fn interrupt(backend: &str, point: (&str, &str), sig: (i32, &str)) -> String {
+fn interrupt(backend: &str, point: (&str, &str, u64, u64), sig: (i32, &str)) -> String {
     let name = format!("left-{backend}-{}-{}", sig.1, point.0.replace(' ', "-"));
     let place = Place::new(&name);
     let mut child = place
@@ -142,6 +146,12 @@ fn interrupt(backend: &str, point: (&str, &str), sig: (i32, &str)) -> String {
         );
         std::thread::sleep(Duration::from_millis(5));
     }
+    let after = if backend == "docker" {
+        point.3
+    } else {
+        point.2
+    };
+    std::thread::sleep(Duration::from_millis(after));
     let signalled = Instant::now();
     unsafe { libc::kill(pid as i32, sig.0) };
     let status = child.wait().unwrap();
@@ -218,7 +228,7 @@ fn every_signal_at_every_point(backend: &str) {
             log.push(line);
         }
     }
-    assert_eq!(log.len(), 9);
+    assert_eq!(log.len(), 12);
 }
 
 #[test]

@@ -164,16 +164,19 @@ impl ProcessCluster {
             .map(|n| n.stop(StopMode::Fast, Duration::from_secs(10)));
         futures_util::future::join_all(stops).await;
         self.nodes.clear();
-        self.remove_data();
+        self.remove_data(true);
     }
 
-    /// Remove the data directories (unless `CHAOS_KEEP_DATA` keeps them) and strike them off
-    /// the ledger.
-    fn remove_data(&self) {
-        if std::env::var_os("CHAOS_KEEP_DATA").is_none() {
+    /// Remove the data directories (unless `CHAOS_KEEP_DATA` keeps them) and, with `done`,
+    /// strike them off the ledger.
+    fn remove_data(&self, done: bool) {
+        let keep = std::env::var_os("CHAOS_KEEP_DATA").is_some();
+        if !keep {
             let _ = std::fs::remove_dir_all(&self.data_root);
         }
-        crate::owned::let_go(&crate::owned::Thing::DataDir(self.data_root.clone()));
+        if done || keep {
+            crate::owned::let_go(&crate::owned::Thing::DataDir(self.data_root.clone()));
+        }
     }
 }
 
@@ -181,7 +184,9 @@ impl Drop for ProcessCluster {
     fn drop(&mut self) {
         // PgNode's own Drop stops any server still running.
         self.nodes.clear();
-        self.remove_data();
+        // Dropped mid-start (Ctrl-C), a template copy may still be writing: the directory
+        // stays in the ledger and is removed again once the command's runtime is shut down.
+        self.remove_data(false);
     }
 }
 
