@@ -1,9 +1,10 @@
 //! `chaos`: the command line. Flags are parsed once into validated options; exit codes 0 valid, 1 invalid, 2 unknown, 3 the harness failed.
 
-use chaos_harness::{bench, check, nightly, run, scenario, shrink, up, values};
+use chaos_harness::{bench, check, install, nightly, run, scenario, shrink, up, values};
 use clap::{Parser, Subcommand};
 use std::path::PathBuf;
 use std::process::ExitCode;
+use std::time::Duration;
 
 #[derive(Parser)]
 #[command(
@@ -69,6 +70,8 @@ enum Command {
     Up(up::UpArgs),
     /// Stop the cluster `chaos up` started.
     Down(up::DownArgs),
+    /// Install a scenario's schema, plan, seeded data and links on databases and a Toxiproxy that something else runs (docker-compose.yml's init service).
+    Install(install::InstallArgs),
     /// List the scenarios in scenarios/.
     List,
     /// Serve the Toxiproxy HTTP API (standalone).
@@ -154,6 +157,7 @@ async fn main_inner(cli: Cli) -> anyhow::Result<u8> {
         Command::Sweep(a) => bench::sweep(a).await,
         Command::Up(a) => up::up(a).await,
         Command::Down(a) => up::down(a).await,
+        Command::Install(a) => install::install(a).await,
         Command::List => {
             let all = scenario::list();
             if all.is_empty() {
@@ -182,16 +186,64 @@ async fn main_inner(cli: Cli) -> anyhow::Result<u8> {
     }
 }
 
-#[tokio::main]
-async fn main() -> ExitCode {
+fn main() -> ExitCode {
     let cli = match Cli::try_parse() {
         Ok(cli) => cli,
         Err(e) => return usage_error(e),
     };
-    // Ctrl-C or SIGTERM drops the whole run: every server, proxy and mover is
-    // stopped by its owner's Drop before the process exits.
-    let mut term = tokio::signal::unix::signal(tokio::signal::unix::SignalKind::terminate())
-        .expect("install SIGTERM handler");
+    // What a harness killed with SIGKILL left (its ledger names it, its pid is gone) is removed
+    // before anything else, and said in one line.
+    if let Some(line) = chaos_harness::reap::dead() {
+        eprintln!("{line}");
+    }
+    // On every way out, the panic's unwinding included, whatever this process still holds
+    // (containers, networks, data directories, the docker socket) is removed: after the
+    // runtime is shut down, so nothing can start anything new meanwhile.
+    let _on_exit = RemoveOwnOnExit;
+    let runtime = match tokio::runtime::Builder::new_multi_thread()
+        .enable_all()
+        .build()
+    {
+        Ok(rt) => rt,
+        Err(e) => {
+            eprintln!("chaos: error: cannot start the async runtime: {e}");
+            return ExitCode::from(3);
+        }
+    };
+    let outcome = runtime.block_on(main_signalled(cli));
+    // Tasks still going (an interrupted run's nemesis, supervisor, followers) are dropped here,
+    // and with them what they own.
+    runtime.shutdown_timeout(Duration::from_secs(10));
+    chaos_harness::reap::own();
+    match outcome {
+        Ok(code) => ExitCode::from(code),
+        Err(e) => {
+            eprintln!("chaos: error: {}", chaos_harness::one_line(&e));
+            ExitCode::from(3)
+        }
+    }
+}
+
+/// Removes what this process still holds when dropped (`reap::own`), the panic's unwinding
+/// included.
+struct RemoveOwnOnExit;
+
+impl Drop for RemoveOwnOnExit {
+    fn drop(&mut self) {
+        chaos_harness::reap::own();
+    }
+}
+
+/// The command, or its end on Ctrl-C or SIGTERM: the run's future is dropped, and every owner
+/// stops what it started in `Drop`.
+async fn main_signalled(cli: Cli) -> anyhow::Result<u8> {
+    // Both handlers are installed before the command does anything: a signal in its first
+    // moments is seen too (ctrl_c() would install its handler only when first polled).
+    use tokio::signal::unix::{signal, SignalKind};
+    let mut term = signal(SignalKind::terminate())
+        .map_err(|e| anyhow::anyhow!("install the SIGTERM handler: {e}"))?;
+    let mut int = signal(SignalKind::interrupt())
+        .map_err(|e| anyhow::anyhow!("install the SIGINT handler: {e}"))?;
     // `chaos up` and `chaos proxy` end on Ctrl-C/SIGTERM by design, and stop what they hold themselves.
     let holds_until_signal = matches!(cli.command, Command::Up(_) | Command::Proxy { .. });
     let checking = match &cli.command {
@@ -207,7 +259,7 @@ async fn main() -> ExitCode {
     } else {
         tokio::select! {
         r = main_inner(cli) => r,
-        _ = tokio::signal::ctrl_c() => {
+        _ = int.recv() => {
             check::cancel();
             Err(anyhow::anyhow!(stopped("interrupted")))
         }
@@ -217,18 +269,13 @@ async fn main() -> ExitCode {
         }
         }
     };
-    match result {
-        Ok(code) => ExitCode::from(code),
-        Err(e) => {
-            eprintln!("chaos: error: {}", chaos_harness::one_line(&e));
-            if checking.is_some() {
-                // An interrupted check stops at its next chunk, but nothing of it needs
-                // waiting for: report.html is written whole or not at all.
-                std::process::exit(3);
-            }
-            ExitCode::from(3)
-        }
+    if let (Err(e), Some(_)) = (&result, &checking) {
+        // An interrupted check stops at its next chunk, but nothing of it needs waiting for:
+        // report.html is written whole or not at all, and a check holds nothing to remove.
+        eprintln!("chaos: error: {}", chaos_harness::one_line(e));
+        std::process::exit(3);
     }
+    result
 }
 
 /// Why `chaos proxy --listen ADDR` cannot listen, and who holds the address when that can be told.

@@ -215,10 +215,13 @@ impl PgNode {
         port: u16,
         log_path: PathBuf,
     ) -> Result<PgNode, PgError> {
-        let status = Command::new("cp")
-            .arg("-a")
-            .arg(template)
-            .arg(&data_dir)
+        let mut cp = Command::new("cp");
+        cp.arg("-a").arg(template).arg(&data_dir);
+        // A start dropped mid-copy (Ctrl-C) stops the copy with it, and so does the harness's
+        // death (SIGKILL).
+        cp.kill_on_drop(true);
+        crate::procs::die_with_parent(&mut cp);
+        let status = cp
             .status()
             .await
             .map_err(io(format!("copy the template to {}", data_dir.display())))?;

@@ -130,15 +130,16 @@ impl Testbed {
         }
         let proxy_api = o.toxiproxy.clone().or_else(|| cluster.proxy_api());
         let links = Arc::new(Links::start(proxy_api.as_deref()).await?);
-        for (i, link) in topology.links().iter().enumerate() {
-            let upstream = match link_target(link) {
+        add_links(
+            &links,
+            &topology.links(),
+            |link, i| cluster.link_listen(link, i),
+            |node| match node {
                 LOCK_NODE => lock.upstream().unwrap_or_default(),
                 node => cluster.upstream(node),
-            };
-            links
-                .add(link, &cluster.link_listen(link, i), &upstream)
-                .await?;
-        }
+            },
+        )
+        .await?;
         let urls = LinkUrls::of(&cluster, &links, topology.links());
         Ok(Testbed {
             cluster,
@@ -162,36 +163,71 @@ impl Testbed {
         scenario: &Scenario,
         farm: &Farm,
     ) -> anyhow::Result<Vec<SeededTurbine>> {
-        let start_ts_ms = scenario.day_unix_ms + scenario.start_ms;
-        let seeded = farm.seeded(start_ts_ms);
-        let first_ms = seeded
-            .first()
-            .map(|t| t.run.first_ms)
-            .unwrap_or(start_ts_ms);
-        let lease = &scenario.file.lease;
-        setup::routing(
-            &self.cluster.admin_url("routing"),
-            &lease.job,
-            lease.first_token,
-            &farm.plan(),
-        )
-        .await
-        .map_err(anyhow::Error::msg)?;
-        let loads = self.shards().iter().map(|n| {
-            let url = self.cluster.admin_url(n);
-            async move { setup::shard(n, &url, farm, first_ms).await }
-        });
-        for r in futures_util::future::join_all(loads).await {
-            r.map_err(anyhow::Error::msg)?;
-        }
-        let shards: Vec<(String, String)> = self
-            .shards()
+        let admin: BTreeMap<String, String> = self
+            .nodes
             .iter()
             .map(|n| (n.clone(), self.cluster.admin_url(n)))
             .collect();
-        crate::designs::install(scenario, &self.cluster.admin_url("routing"), &shards)
-            .await
-            .map_err(anyhow::Error::msg)?;
-        Ok(seeded)
+        install_at(scenario, farm, &admin).await
     }
+}
+
+/// A proxy for every link (number i in the topology's order): `listen(link, i)` is where it
+/// listens, `upstream(node)` where it forwards.
+pub async fn add_links(
+    links: &Links,
+    names: &[String],
+    listen: impl Fn(&str, usize) -> String,
+    upstream: impl Fn(&str) -> String,
+) -> anyhow::Result<()> {
+    for (i, link) in names.iter().enumerate() {
+        links
+            .add(link, &listen(link, i), &upstream(link_target(link)))
+            .await?;
+    }
+    Ok(())
+}
+
+/// The testbed's install on databases given by their URLs (`routing`, `shard1` ..): the claim
+/// table and the plan on the routing db, the schema and the seeded readings on every shard (the
+/// shards at once), and what the scenario's system adds. `chaos run`, `chaos up` and
+/// `chaos install` (a cluster somebody else runs) all install through this.
+pub async fn install_at(
+    scenario: &Scenario,
+    farm: &Farm,
+    admin: &BTreeMap<String, String>,
+) -> anyhow::Result<Vec<SeededTurbine>> {
+    let url = |n: &str| {
+        admin
+            .get(n)
+            .cloned()
+            .ok_or_else(|| anyhow::anyhow!("no URL for database {n}"))
+    };
+    let start_ts_ms = scenario.day_unix_ms + scenario.start_ms;
+    let seeded = farm.seeded(start_ts_ms);
+    let first_ms = seeded
+        .first()
+        .map(|t| t.run.first_ms)
+        .unwrap_or(start_ts_ms);
+    let lease = &scenario.file.lease;
+    let routing = url("routing")?;
+    setup::routing(&routing, &lease.job, lease.first_token, &farm.plan())
+        .await
+        .map_err(anyhow::Error::msg)?;
+    let shards: Vec<(String, String)> = scenario
+        .topology()
+        .shards()
+        .iter()
+        .map(|n| Ok((n.clone(), url(n)?)))
+        .collect::<anyhow::Result<_>>()?;
+    let loads = shards
+        .iter()
+        .map(|(n, url)| async move { setup::shard(n, url, farm, first_ms).await });
+    for r in futures_util::future::join_all(loads).await {
+        r.map_err(anyhow::Error::msg)?;
+    }
+    crate::designs::install(scenario, &routing, &shards)
+        .await
+        .map_err(anyhow::Error::msg)?;
+    Ok(seeded)
 }

@@ -67,6 +67,9 @@ impl ProcessCluster {
         let install = PgInstall::find()?;
         let template = install.template().await?;
         let data_root = data_root().join(&spec.run_id);
+        // Written down before it is created: a harness killed from here on leaves it (and any
+        // server on it) for the next command to remove (`reap`).
+        crate::owned::hold(crate::owned::Thing::DataDir(data_root.clone()));
         std::fs::create_dir_all(&data_root)
             .map_err(|e| anyhow::anyhow!("create {}: {e}", data_root.display()))?;
         if let Some(parent) = data_root.parent() {
@@ -161,8 +164,18 @@ impl ProcessCluster {
             .map(|n| n.stop(StopMode::Fast, Duration::from_secs(10)));
         futures_util::future::join_all(stops).await;
         self.nodes.clear();
-        if std::env::var_os("CHAOS_KEEP_DATA").is_none() {
+        self.remove_data(true);
+    }
+
+    /// Remove the data directories (unless `CHAOS_KEEP_DATA` keeps them) and, with `done`,
+    /// strike them off the ledger.
+    fn remove_data(&self, done: bool) {
+        let keep = std::env::var_os("CHAOS_KEEP_DATA").is_some();
+        if !keep {
             let _ = std::fs::remove_dir_all(&self.data_root);
+        }
+        if done || keep {
+            crate::owned::let_go(&crate::owned::Thing::DataDir(self.data_root.clone()));
         }
     }
 }
@@ -171,9 +184,9 @@ impl Drop for ProcessCluster {
     fn drop(&mut self) {
         // PgNode's own Drop stops any server still running.
         self.nodes.clear();
-        if std::env::var_os("CHAOS_KEEP_DATA").is_none() {
-            let _ = std::fs::remove_dir_all(&self.data_root);
-        }
+        // Dropped mid-start (Ctrl-C), a template copy may still be writing: the directory
+        // stays in the ledger and is removed again once the command's runtime is shut down.
+        self.remove_data(false);
     }
 }
 

@@ -43,16 +43,16 @@ impl EtcdServer {
         let began = Instant::now();
         let bin = binary()?;
         let run_as = crate::pg::PgInstall::find().ok().and_then(|i| i.run_as);
+        // Inside the run's data directory, so whatever removes the databases' data (the run,
+        // or the next command after a SIGKILL) removes the member's too.
         let data_dir = crate::backend::process::data_root()
-            .join(format!("{run_id}-lock"))
+            .join(run_id)
             .join("lock-1");
         std::fs::create_dir_all(&data_dir)
             .map_err(|e| anyhow::anyhow!("create {}: {e}", data_dir.display()))?;
         if let Some((uid, gid)) = run_as {
-            for dir in [data_dir.parent().unwrap_or(&data_dir), &data_dir] {
-                std::os::unix::fs::chown(dir, Some(uid), Some(gid))
-                    .map_err(|e| anyhow::anyhow!("chown {}: {e}", dir.display()))?;
-            }
+            std::os::unix::fs::chown(&data_dir, Some(uid), Some(gid))
+                .map_err(|e| anyhow::anyhow!("chown {}: {e}", data_dir.display()))?;
         }
         let mut server = EtcdServer {
             child: None,
@@ -204,7 +204,7 @@ impl EtcdServer {
 
     fn remove_data(&self) {
         if std::env::var_os("CHAOS_KEEP_DATA").is_none() {
-            let _ = std::fs::remove_dir_all(self.data_dir.parent().unwrap_or(&self.data_dir));
+            let _ = std::fs::remove_dir_all(&self.data_dir);
         }
     }
 }

@@ -54,6 +54,9 @@ impl DockerCluster {
         let pg_tmpfs = pg_data_on_tmpfs(setting.as_deref(), &images.postgres, db_signals)?;
         let bin_dir = folder_and_name(&chaos_binary()?)?.0;
         let network = docker_name(&spec.run_id, "net");
+        // Written down before anything is created: a harness killed from here on leaves its
+        // run's label for the next command to remove (`reap`).
+        crate::owned::hold(crate::owned::Thing::DockerRun(spec.run_id.clone()));
         let free = || crate::procs::free_port().map_err(|e| anyhow::anyhow!("no free port: {e}"));
         let mut cluster = DockerCluster {
             engine,
@@ -510,7 +513,7 @@ impl DockerCluster {
         }
         let filter = format!("{RUN_LABEL}={}", self.run_id);
         match tokio::time::timeout(CALL_TIMEOUT, engine::remove_labelled(&docker, &filter)).await {
-            Ok(Ok(_)) => {}
+            Ok(Ok(_)) => crate::owned::let_go(&crate::owned::Thing::DockerRun(self.run_id.clone())),
             Ok(Err(e)) => eprintln!(
                 "chaos: clean up run {}: {e}; run `chaos down --all`",
                 self.run_id
@@ -532,7 +535,12 @@ impl Drop for DockerCluster {
         // An exit path that skipped stop_all (an error, a panic, Ctrl-C): remove everything of
         // this run by label, from a thread of its own (works with or without a runtime), then
         // let go of the handles without testcontainers' own drop-time removal (already done).
-        engine::remove_labelled_blocking(RUN_LABEL, Some(&self.run_id));
+        let thing = crate::owned::Thing::DockerRun(self.run_id.clone());
+        match crate::reap::remove(&thing) {
+            Ok(_) => crate::owned::let_go(&thing),
+            // Kept in the ledger: removed again on the way out, or by the next command.
+            Err(e) => eprintln!("chaos: {e}"),
+        }
         for (_, mut n) in std::mem::take(&mut self.nodes) {
             if let Some(c) = n.container.take() {
                 std::mem::forget(c);

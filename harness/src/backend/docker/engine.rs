@@ -143,6 +143,8 @@ pub async fn engine() -> anyhow::Result<&'static Engine> {
 /// (attach, exec) are not forwarded (the backend uses neither).
 async fn start_version_shim(engine: &Path, engine_version: &str) -> anyhow::Result<PathBuf> {
     let path = std::env::temp_dir().join(format!("chaos-docker-{}.sock", std::process::id()));
+    // Removed on the way out (`reap::own`), or by the next command if this one is killed.
+    crate::owned::hold(crate::owned::Thing::File(path.clone()));
     let _ = std::fs::remove_file(&path);
     let listener = tokio::net::UnixListener::bind(&path).map_err(|e| {
         anyhow::anyhow!(
@@ -207,43 +209,42 @@ async fn forward(
 }
 
 /// Remove every container and network with `label=value` (or just `label` when value is None),
-/// from any context (Drop, exit paths): a fresh client on its own thread and runtime, bounded.
-/// Returns (containers, networks) removed.
-pub fn remove_labelled_blocking(label: &str, value: Option<&str>) -> (usize, usize) {
+/// from any context (Drop, exit paths): a fresh client on its own thread and runtime, bounded,
+/// straight to the engine's own socket (never the API shim, which lives on the harness's
+/// runtime and may be gone). Returns (containers, networks) removed.
+pub fn remove_labelled_blocking(
+    label: &str,
+    value: Option<&str>,
+) -> anyhow::Result<(usize, usize)> {
     let filter = match value {
         Some(v) => format!("{label}={v}"),
         None => label.to_string(),
     };
-    let socket = match engine_socket() {
-        Ok(s) => s,
-        Err(_) => return (0, 0),
+    // After `engine()`, DOCKER_HOST names the shim: the engine's socket is kept beside it.
+    let socket = match ENGINE_FOR_DROP.get() {
+        Some(e) => e.0.clone(),
+        None => engine_socket()?,
     };
-    // Before any engine() call (e.g. `chaos down --all` from a fresh process) 1.41 is asked
-    // for: every engine since Docker 20.10 speaks it.
+    // Before any engine() call (e.g. the next command removing what a killed one left) 1.41
+    // is asked for: every engine since Docker 20.10 speaks it.
     let version = ENGINE_FOR_DROP
         .get()
         .map(|e| e.1.clone())
         .unwrap_or_else(|| "1.41".into());
     let worker = std::thread::spawn(move || {
-        let rt = match tokio::runtime::Builder::new_current_thread()
+        let rt = tokio::runtime::Builder::new_current_thread()
             .enable_all()
-            .build()
-        {
-            Ok(rt) => rt,
-            Err(_) => return (0, 0),
-        };
+            .build()?;
         rt.block_on(async move {
-            let Ok(docker) = client(&socket, &version) else {
-                return (0, 0);
-            };
+            let docker = client(&socket, &version)?;
             tokio::time::timeout(Duration::from_secs(60), remove_labelled(&docker, &filter))
                 .await
-                .ok()
-                .and_then(Result::ok)
-                .unwrap_or((0, 0))
+                .map_err(|_| anyhow::anyhow!("no answer from the Docker engine in 60 s"))?
         })
     });
-    worker.join().unwrap_or((0, 0))
+    worker
+        .join()
+        .unwrap_or_else(|_| Err(anyhow::anyhow!("the removal thread panicked")))
 }
 
 /// Remove every container (forced, with its anonymous volumes) and then every network matching
@@ -274,8 +275,9 @@ pub async fn remove_labelled(docker: &Docker, filter: &str) -> anyhow::Result<(u
             };
             match docker.remove_container(&id, Some(opts)).await {
                 Ok(()) => true,
+                // Gone already, or being removed by another call (a mover's own removal).
                 Err(testcontainers::bollard::errors::Error::DockerResponseServerError {
-                    status_code: 404,
+                    status_code: 404 | 409,
                     ..
                 }) => false,
                 Err(e) => {
