@@ -336,7 +336,7 @@ fn synthetic_run_shows_lanes_vacancy_fault_and_anomalies() {
 
     // Anomaly table: one row per anomaly, errors first.
     let table = &page[page.find("<table class=\"anomalies\">").unwrap()..];
-    let table = &table[..table.find("</table>").unwrap()];
+    let table = &table[..table.find("</section>").unwrap()];
     assert_eq!(table.matches("<tr class=\"sev-").count(), 3);
     let (lost, dup, vac) = (
         table.find(">lost-rows<").unwrap(),
@@ -345,8 +345,8 @@ fn synthetic_run_shows_lanes_vacancy_fault_and_anomalies() {
     );
     assert!(lost < dup && dup < vac, "sorted by severity");
     assert!(
-        table.contains("&quot;turbine&quot;: &quot;t-9&quot;"),
-        "evidence pretty-printed and escaped"
+        table.contains("<td>t-9</td>") && !table.contains("&quot;turbine&quot;"),
+        "evidence rendered as a table, not raw JSON"
     );
 
     // Header, latency table, settings.

@@ -90,11 +90,12 @@ impl Canvas<'_, '_> {
             .map(|s| s.token)
             .collect::<std::collections::BTreeSet<_>>()
             .len();
-        let vacant: i64 = claim.vacancies_between_grants().map(|(a, b)| b - a).sum();
+        // The vacancy the verdict counts (while the plan ran), not the lane's every gap.
+        let stats = &model.verdict.stats;
         let sub = format!(
-            "{grants} grant{}, vacant {} between",
+            "{grants} grant{}, vacant {} while the plan ran",
             if grants == 1 { "" } else { "s" },
-            duration(vacant)
+            crate::finding::secs(stats.vacancy_total_s)
         );
         self.frame(y, h, lane_i, "claim (routing db)", &sub);
         if claim.changes == 0 {
