@@ -109,6 +109,9 @@ pub fn check_dir(dir: &Path, opts: &CheckOptions) -> anyhow::Result<Verdict> {
     if !opts.quiet {
         eprintln!("{}", story.finish(&meta, &verdict));
         eprintln!("{}", verdict.summary(&meta.clock));
+        if let Some(p) = chaos_report::pace(&meta, digest.latency()) {
+            eprintln!("chaos: {}", p.line());
+        }
         eprintln!("report: {}", dir.join("report.html").display());
     }
     Ok(verdict)

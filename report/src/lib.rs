@@ -17,6 +17,7 @@ mod finding;
 mod html;
 mod latency;
 mod model;
+mod pace;
 mod shown;
 mod story;
 mod svg;
@@ -24,6 +25,7 @@ pub mod sweep;
 
 pub use digest::{builder::DigestBuilder, EventLookup, HistoryDigest};
 pub use latency::{latency_table, process_class, LatencyRow};
+pub use pace::{pace, Pace};
 pub use story::{story, StoryFold};
 
 use chaos_checkers::{Severity, Validity, Verdict};
@@ -75,6 +77,13 @@ pub fn render(input: &ReportInput) -> String {
     // the timeline; then the tables, and the stats folded.
     header(&mut page, input, &model);
     finding::verdict(&mut page, input.verdict);
+    if let Some(p) = pace(input.meta, input.history.latency()) {
+        let _ = writeln!(
+            page,
+            "<div class=\"banner\"><b>Too slow for this scale:</b> {}</div>",
+            esc(&p.line())
+        );
+    }
     finding::figures(&mut page, input, &model);
     timelines(&mut page, &model);
     latencies(&mut page, input);
