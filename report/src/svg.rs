@@ -51,6 +51,8 @@ struct Canvas<'m, 'a> {
     /// Lane backgrounds, drawn under the fault shading.
     bg: String,
     out: String,
+    /// Span labels, drawn above every mark.
+    labels: String,
     notes: Vec<AggNote>,
     /// Name of the lane being drawn, for the aggregation notes.
     lane: String,
@@ -67,6 +69,7 @@ pub(crate) fn timeline(model: &Model, t0: i64, t1: i64, id: &str) -> (String, Ve
         },
         bg: String::new(),
         out: String::new(),
+        labels: String::new(),
         notes: Vec::new(),
         lane: String::new(),
         lane_notes: Vec::new(),
@@ -105,6 +108,7 @@ pub(crate) fn timeline(model: &Model, t0: i64, t1: i64, id: &str) -> (String, Ve
     c.fault_shading(&mut svg, AXIS_H, y);
     c.grid(&mut svg, AXIS_H, y);
     svg.push_str(&c.out);
+    svg.push_str(&c.labels);
     c.lost_lines(&mut svg, AXIS_H, y);
     c.axis(&mut svg, AXIS_H - 6.0, true);
     c.axis(&mut svg, y + 14.0, false);

@@ -905,3 +905,25 @@ fn the_streamed_latency_is_the_latency_table() {
         latency_table(&history, &meta.clock)
     );
 }
+
+/// Issue 33: "an x over '74.1 s'": a span's label was drawn inside its bar, before the marks
+/// of the same lane, so a failed renewal's cross covered it. Labels are a layer above every
+/// mark; the belief that the routing db did not back is named "unbacked", as the key figure
+/// names it apart from the verdict's writes after expiry.
+#[test]
+fn span_labels_are_drawn_above_every_mark() {
+    let run = demo_input();
+    let page = render(&run.input());
+    let focus = &page[page.find("<h3>Close-up: ").unwrap()..];
+    let svg = &focus[..focus.find("</svg>").unwrap()];
+    let label = svg
+        .find("<g class=\"sp stale\"><text")
+        .expect("the unbacked span is labelled");
+    assert!(svg[label..].contains(">unbacked "), "named apart");
+    let last_mark = svg
+        .rfind("class=\"renewfail\"")
+        .or_else(|| svg.rfind("class=\"failed\""))
+        .expect("failed renewals or operations drawn");
+    assert!(last_mark < label, "the label comes after (above) the marks");
+    assert!(!page.contains("no valid lease"));
+}
