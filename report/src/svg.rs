@@ -225,9 +225,15 @@ impl Canvas<'_, '_> {
             let x = self.v.x(t);
             let label = if step >= 1000 { time_whole(t) } else { time(t) };
             let tick = if top { y + 2.0 } else { y - 12.0 };
+            // A label centred on a tick near the right edge was cut: anchored at its end there.
+            let anchor = if x + 3.5 * label.len() as f64 > WIDTH {
+                "end"
+            } else {
+                "middle"
+            };
             let _ = write!(
                 svg,
-                "<line x1=\"{x:.1}\" y1=\"{tick:.1}\" x2=\"{x:.1}\" y2=\"{:.1}\"/><text x=\"{x:.1}\" y=\"{y:.1}\" text-anchor=\"middle\">{label}</text>",
+                "<line x1=\"{x:.1}\" y1=\"{tick:.1}\" x2=\"{x:.1}\" y2=\"{:.1}\"/><text x=\"{x:.1}\" y=\"{y:.1}\" text-anchor=\"{anchor}\">{label}</text>",
                 tick + 4.0
             );
             match t.checked_add(step) {
