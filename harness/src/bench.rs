@@ -43,7 +43,29 @@ fn median(mut v: Vec<f64>) -> f64 {
     v[v.len() / 2]
 }
 
+/// Measure what `--what` names and print it; exit 1 when a figure missed its target (it said
+/// "MISSED" and exited 0 before issue 33), 0 when every target was met.
 pub async fn bench(a: BenchArgs) -> anyhow::Result<u8> {
+    let mut printed = Vec::new();
+    let mut say = |text: String| {
+        println!("{text}");
+        printed.push(text);
+    };
+    measure(a, &mut say).await?;
+    let missed = printed.iter().map(|t| missed_targets(t)).sum::<usize>();
+    if missed > 0 {
+        println!("chaos bench: {missed} target(s) MISSED (exit 1)");
+        return Ok(1);
+    }
+    Ok(0)
+}
+
+/// How many figures of a bench's text missed their target.
+fn missed_targets(text: &str) -> usize {
+    text.matches("MISSED").count()
+}
+
+async fn measure(a: BenchArgs, say: &mut impl FnMut(String)) -> anyhow::Result<()> {
     let repeat = a.repeat.unwrap_or(5).max(1);
     if a.what == "cluster" || a.what == "all" {
         let log_dir = std::env::temp_dir().join(format!("chaos-bench-{}", std::process::id()));
@@ -77,29 +99,29 @@ pub async fn bench(a: BenchArgs) -> anyhow::Result<u8> {
                 "docker backend, routing + 3 shards + proxy containers, each answering"
             }
         };
-        println!(
+        say(format!(
             "cluster ({what}): start median {:.3} s (min {:.3}, max {:.3}); stop median {:.3} s; {repeat} runs",
             median(starts.clone()),
             starts.iter().cloned().fold(f64::MAX, f64::min),
             starts.iter().cloned().fold(0.0, f64::max),
             median(stops)
-        );
+        ));
     }
     if a.what == "proxy" || a.what == "all" {
         let report = chaos_proxy::bench(chaos_proxy::BenchOptions::default()).await?;
-        println!("{report}");
+        say(report.to_string());
         let opts = crate::bench_proxy::PgBenchOptions {
             rounds: a.repeat.unwrap_or(5).max(1),
             toxiproxy: a.toxiproxy.clone(),
             ..Default::default()
         };
-        println!("{}", crate::bench_proxy::pg_proxy_bench(opts).await?);
+        say(crate::bench_proxy::pg_proxy_bench(opts).await?.to_string());
     }
     if a.what == "checker" || a.what == "all" {
         let events = a.events.unwrap_or(10_000_000);
         let text =
             tokio::task::spawn_blocking(move || chaos_checkers::bench_synthetic(events)).await?;
-        println!("{text}");
+        say(text.to_string());
     }
     if a.what == "check" {
         // Both targets unless told one size.
@@ -110,14 +132,14 @@ pub async fn bench(a: BenchArgs) -> anyhow::Result<u8> {
         let repeat = a.repeat.unwrap_or(1);
         let text =
             tokio::task::spawn_blocking(move || check_bench(&sizes, repeat, a.check_dir)).await??;
-        println!("{text}");
+        say(text);
     }
     if a.what == "audit" || a.what == "all" {
         let rounds = a.repeat.unwrap_or(12).max(1);
         let figures = audit_bench(a.rows.max(1), rounds).await?;
-        println!("{figures}");
+        say(figures.to_string());
     }
-    Ok(0)
+    Ok(())
 }
 
 /// The April farm (`scenarios/april.toml`, `[data]` and `[lease] batches`):
@@ -548,13 +570,7 @@ fn check_bench(
         }
         let (lines, bytes, m) = measured?;
         let target = CHECK_TARGETS.iter().find(|(n, _, _)| events <= *n);
-        let vs = |value: f64, unit: &str, limit: Option<f64>| match limit {
-            Some(limit) => format!(
-                "{value:.2} {unit} (target < {limit} {unit}: {})",
-                if value < limit { "met" } else { "MISSED" }
-            ),
-            None => format!("{value:.2} {unit} (no target above 10 M events)"),
-        };
+        let vs = against;
         out.push(format!(
             "check bench: chaos check -q on a synthetic April-shaped run of {} lines ({:.0} MB, report.html {:.0} kB): wall {}, peak RSS {}; verdict {} (exit {}){}",
             thousands(lines),
@@ -568,6 +584,17 @@ fn check_bench(
         ));
     }
     Ok(out.join("\n"))
+}
+
+/// A figure next to its target: `met` or `MISSED` (which makes `chaos bench` exit 1).
+fn against(value: f64, unit: &str, limit: Option<f64>) -> String {
+    match limit {
+        Some(limit) => format!(
+            "{value:.2} {unit} (target < {limit} {unit}: {})",
+            if value < limit { "met" } else { "MISSED" }
+        ),
+        None => format!("{value:.2} {unit} (no target above 10 M events)"),
+    }
 }
 
 /// 10000000 as 10 000 000.
@@ -744,4 +771,25 @@ fn server_cpu_s(postmaster: i32) -> f64 {
 async fn cpu_since(postmaster: i32, before: f64) -> f64 {
     tokio::time::sleep(Duration::from_millis(100)).await;
     (server_cpu_s(postmaster) - before).max(0.0)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::{against, missed_targets};
+
+    /// `chaos bench` printed "MISSED" and exited 0 (issue 33): every missed figure counts.
+    #[test]
+    fn a_missed_target_is_counted_for_the_exit_code() {
+        let line = format!(
+            "wall {}, peak RSS {}",
+            against(2.0, "s", Some(1.5)),
+            against(51.0, "MiB", Some(256.0))
+        );
+        assert_eq!(
+            line,
+            "wall 2.00 s (target < 1.5 s: MISSED), peak RSS 51.00 MiB (target < 256 MiB: met)"
+        );
+        assert_eq!(missed_targets(&line), 1);
+        assert_eq!(missed_targets(&against(0.4, "s", Some(1.5))), 0);
+    }
 }

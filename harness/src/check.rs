@@ -43,6 +43,7 @@ pub struct CheckOptions<'a> {
 
 /// Check the run in `dir`; writes verdict.json and report.html there.
 pub fn check_dir(dir: &Path, opts: &CheckOptions) -> anyhow::Result<Verdict> {
+    refuse_what_is_not_a_run(dir)?;
     if crate::failover::check::is_failover_run(dir) {
         return crate::failover::check::check_dir(dir, opts.quiet);
     }
@@ -108,9 +109,45 @@ pub fn check_dir(dir: &Path, opts: &CheckOptions) -> anyhow::Result<Verdict> {
     if !opts.quiet {
         eprintln!("{}", story.finish(&meta, &verdict));
         eprintln!("{}", verdict.summary(&meta.clock));
+        if let Some(p) = chaos_report::pace(&meta, digest.latency()) {
+            eprintln!("chaos: {}", p.line());
+        }
         eprintln!("report: {}", dir.join("report.html").display());
     }
     Ok(verdict)
+}
+
+/// A path that is not there, not a folder, or a run the harness failed before it had a
+/// history: one line saying which, and where the judged runs are.
+fn refuse_what_is_not_a_run(dir: &Path) -> anyhow::Result<()> {
+    let d = dir.display();
+    match std::fs::metadata(dir) {
+        Err(e) if e.kind() == std::io::ErrorKind::NotFound => anyhow::bail!(
+            "{d}: no such directory; runs are under results/<scenario>/ and results/latest is the newest judged one"
+        ),
+        Err(e) => anyhow::bail!("{d}: {e}"),
+        Ok(m) if !m.is_dir() => anyhow::bail!(
+            "{d}: not a directory; give a run's folder, e.g. results/latest"
+        ),
+        Ok(_) => {}
+    }
+    let has = |name: &str| dir.join(name).exists();
+    if has(chaos_history::RUN_META_FILE) {
+        return Ok(());
+    }
+    if let Ok(why) = std::fs::read_to_string(dir.join(results::NO_VERDICT_FILE)) {
+        anyhow::bail!(
+            "{d}: this run has no verdict: the harness failed ({}); results/latest is the newest judged run",
+            why.trim()
+        );
+    }
+    if !has(chaos_history::HISTORY_FILE) && has("config.json") {
+        anyhow::bail!(
+            "{d}: this run has no verdict: it stopped before its scenario clock started (no {}); results/latest is the newest judged run",
+            chaos_history::HISTORY_FILE
+        );
+    }
+    Ok(())
 }
 
 /// Write a file whole or not at all (an interrupted check leaves no half page).

@@ -163,8 +163,8 @@ async fn main_inner(cli: Cli) -> anyhow::Result<u8> {
             if all.is_empty() {
                 println!("no scenarios in {}", scenario::scenarios_dir().display());
             }
-            for (name, desc, _) in all {
-                println!("{name:<12} {desc}");
+            for line in list_lines(&all) {
+                println!("{line}");
             }
             Ok(0)
         }
@@ -278,6 +278,18 @@ async fn main_signalled(cli: Cli) -> anyhow::Result<u8> {
     result
 }
 
+/// `chaos list`'s lines: every description starts in one column, past the longest name.
+fn list_lines(all: &[(String, String, PathBuf)]) -> Vec<String> {
+    let width = all
+        .iter()
+        .map(|(n, ..)| n.chars().count())
+        .max()
+        .unwrap_or(0);
+    all.iter()
+        .map(|(name, desc, _)| format!("{name:<width$}  {desc}").trim_end().to_string())
+        .collect()
+}
+
 /// Why `chaos proxy --listen ADDR` cannot listen, and who holds the address when that can be told.
 fn busy_listen(listen: std::net::SocketAddr, e: &std::io::Error) -> String {
     if e.kind() != std::io::ErrorKind::AddrInUse {
@@ -340,4 +352,26 @@ fn usage_error(e: clap::Error) -> ExitCode {
         .unwrap_or_default();
     eprintln!("chaos: error: {first}{choices} (try --help)");
     ExitCode::from(3)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::list_lines;
+
+    /// Names over 12 characters pushed their descriptions out of line (issue 33).
+    #[test]
+    fn chaos_list_aligns_every_description() {
+        let row = |n: &str, d: &str| (n.to_string(), d.to_string(), std::path::PathBuf::new());
+        let lines = list_lines(&[
+            row("april", "the April night"),
+            row("ten-objects-interleaved", "ten objects, interleaved"),
+            row("wedged", ""),
+        ]);
+        let column = |l: &str, d: &str| l.find(d).unwrap();
+        assert_eq!(
+            column(&lines[0], "the April"),
+            column(&lines[1], "ten objects,")
+        );
+        assert_eq!(lines[2], "wedged", "no trailing blanks");
+    }
 }

@@ -1,4 +1,4 @@
-//! The run directory: `results/<scenario>/<start>-<seed>/` with config, history, audit, final state, verdict, report and logs; `results/latest` points at the newest.
+//! The run directory: `results/<scenario>/<start>-<seed>/` with config, history, audit, final state, verdict, report and logs; `results/latest` points at the newest judged run (a run the harness failed keeps its reason in `no-verdict.txt`).
 
 use std::path::{Path, PathBuf};
 
@@ -7,10 +7,16 @@ pub struct RunDir {
     pub path: PathBuf,
     pub logs: PathBuf,
     pub run_id: String,
+    root: PathBuf,
 }
 
+/// Where a run the harness failed (a setup mistake, a database that would not start) says
+/// why it has no verdict, in one line: `chaos check` on that folder prints it.
+pub const NO_VERDICT_FILE: &str = "no-verdict.txt";
+
 impl RunDir {
-    /// Create `root/<scenario>/<YYYYmmddTHHMMSSZ>-<seed>/logs` and point `root/latest` at it.
+    /// Create `root/<scenario>/<YYYYmmddTHHMMSSZ>-<seed>/logs`. `root/latest` moves to it
+    /// only once it is judged ([`RunDir::settle`]).
     pub fn create(root: &Path, scenario: &str, seed: u64) -> anyhow::Result<RunDir> {
         let stamp = utc_stamp(std::time::SystemTime::now());
         let mut path = root.join(scenario).join(format!("{stamp}-{seed}"));
@@ -25,12 +31,32 @@ impl RunDir {
         })?;
         // Absolute: containers bind-mount it, and movers find their gates and clock files in it.
         let logs = std::path::absolute(&logs).unwrap_or(logs);
-        let latest = root.join("latest");
-        let _ = std::fs::remove_file(&latest);
-        let rel = path.strip_prefix(root).unwrap_or(&path).to_path_buf();
-        let _ = std::os::unix::fs::symlink(&rel, &latest);
         let run_id = format!("{}-{}-{}", scenario, stamp, std::process::id());
-        Ok(RunDir { path, logs, run_id })
+        Ok(RunDir {
+            path,
+            logs,
+            run_id,
+            root: root.to_path_buf(),
+        })
+    }
+
+    /// The end of a run: judged, `root/latest` points at it (so `chaos check results/latest`
+    /// and `chaos shrink results/latest` always find a run with a verdict); failed in the
+    /// harness, its reason goes to [`NO_VERDICT_FILE`] and `latest` stays where it was.
+    pub fn settle<T>(&self, outcome: anyhow::Result<T>) -> anyhow::Result<T> {
+        match &outcome {
+            Ok(_) => {
+                let latest = self.root.join("latest");
+                let _ = std::fs::remove_file(&latest);
+                let rel = self.path.strip_prefix(&self.root).unwrap_or(&self.path);
+                let _ = std::os::unix::fs::symlink(rel, &latest);
+            }
+            Err(e) => {
+                let line = format!("{}\n", crate::one_line(e));
+                let _ = std::fs::write(self.file(NO_VERDICT_FILE), line);
+            }
+        }
+        outcome
     }
 
     pub fn file(&self, name: &str) -> PathBuf {

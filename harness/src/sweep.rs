@@ -156,6 +156,7 @@ async fn one_run(
         wall_s: 0.0,
         error: None,
         figures: None,
+        pace: None,
     };
     // Dropping a run on its time limit stops its servers and movers (their owners' Drop).
     let outcome = match tokio::time::timeout(limit, run::run(&opts)).await {
@@ -179,6 +180,10 @@ async fn one_run(
     let measured = (|| -> anyhow::Result<measure::RunFigures> {
         let meta: RunMeta = results::read_json(&outcome.dir.join(chaos_history::RUN_META_FILE))?;
         let history = chaos_history::read_history(&outcome.dir.join(chaos_history::HISTORY_FILE))?;
+        // A mover too slow for the scale is cut short whatever its lease: said, not blamed
+        // on the lease.
+        let latency = chaos_report::latency_table(&history, &meta.clock);
+        result.pace = chaos_report::pace(&meta, &latency).map(|p| p.line());
         Ok(measure::measure(
             &history,
             &outcome.verdict.stats,
@@ -356,6 +361,8 @@ struct Summary {
     conclusions: Vec<table::Conclusion>,
     stall_p999_us: u64,
     stall_max_us: u64,
+    /// The mover too slow for the scenario's scale, in how many runs, and the first run's line.
+    pace: Option<String>,
 }
 
 impl Summary {
@@ -386,7 +393,16 @@ impl Summary {
                 table::conclude(&mine, &overall, plan.runs)
             })
             .collect();
+        let slow: Vec<&str> = done.iter().filter_map(|r| r.pace.as_deref()).collect();
+        let pace = slow.first().map(|line| {
+            format!(
+                "the mover is too slow for the scenario's scale in {} of {} runs ({line}): those runs were cut short by the time limit, whatever their lease; fix the scale before choosing a lease.",
+                slow.len(),
+                done.len()
+            )
+        });
         Summary {
+            pace,
             stall_p999_us: rows.iter().map(|r| r.stall_p999_real_us).max().unwrap_or(0),
             stall_max_us: rows.iter().map(|r| r.stall_max_real_us).max().unwrap_or(0),
             rows,
@@ -443,6 +459,10 @@ impl Summary {
         ));
         text.push_str(&table::text(&self.rows));
         text.push('\n');
+        if let Some(pace) = &self.pace {
+            text.push_str(pace);
+            text.push('\n');
+        }
         for c in &self.conclusions {
             text.push_str(&c.text);
             text.push('\n');

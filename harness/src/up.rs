@@ -84,9 +84,15 @@ pub async fn up(a: UpArgs) -> anyhow::Result<u8> {
     for (n, url) in &admin {
         println!("{n:<8} direct   {url}");
     }
-    println!("toxiproxy api  http://{}", bed.links.api);
+    // `->` cannot be in a URL path: the API names link `a->b` proxy `a_to_b` (issue 33: the
+    // two names stood side by side without a word).
+    println!(
+        "toxiproxy api  http://{} (link box-2->routing is proxy box-2_to_routing there)",
+        bed.links.api
+    );
     for (link, url) in bed.urls.for_harness() {
-        println!("{link:<18} {url}");
+        let proxy = crate::links::proxy_name(link);
+        println!("{link:<18} proxy {proxy:<20} {url}");
     }
     let state =
         serde_json::json!({ "pid": std::process::id(), "api": bed.links.api, "nodes": admin });

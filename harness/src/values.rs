@@ -1,7 +1,9 @@
 //! What a person types for a duration or a number on the command line, checked once with a
 //! message that says what to type instead (clap's value parsers; `main.rs` prints the first line).
 
-/// `60s`, `5s`, `1m`, `500ms`, `2` (seconds) -> seconds; above zero.
+/// `60s`, `5s`, `1m`, `500ms`, `2h` -> seconds; above zero. A bare number is refused: `5`
+/// read as seconds ran a whole night with a 5 s lease (as Go's `time.ParseDuration` and
+/// humantime, a duration carries its unit).
 pub fn parse_duration_s(text: &str) -> Result<f64, String> {
     let t = text.trim();
     let (num, mult) = if let Some(n) = t.strip_suffix("ms") {
@@ -13,7 +15,11 @@ pub fn parse_duration_s(text: &str) -> Result<f64, String> {
     } else if let Some(n) = t.strip_suffix('h') {
         (n, 3600.0)
     } else {
-        (t, 1.0)
+        return Err(match t.parse::<f64>() {
+            Ok(v) if v > 0.0 && v.is_finite() => no_unit(t),
+            Ok(_) => format!("'{text}' must be above zero"),
+            Err(_) => format!("'{text}' is not a duration like 60s, 500ms or 1m"),
+        });
     };
     let v: f64 = num
         .trim()
@@ -23,6 +29,11 @@ pub fn parse_duration_s(text: &str) -> Result<f64, String> {
         return Err(format!("'{text}' must be above zero"));
     }
     Ok(v * mult)
+}
+
+/// The line for a number typed without its unit.
+fn no_unit(t: &str) -> String {
+    format!("'{t}' has no unit: write {t}s for seconds (or {t}ms, {t}m, {t}h)")
 }
 
 /// `--lease`: a positive duration in scenario time, at most a day.
@@ -35,15 +46,31 @@ pub fn silence_s(text: &str) -> Result<f64, String> {
     positive_duration("a silence", "30s", text)
 }
 
-/// A positive duration (`60s`, `500ms`, `1m`, `2h`; a bare number is seconds), in seconds.
+/// A positive duration (`60s`, `500ms`, `1m`, `2h`; a unit is required), in seconds.
 pub fn positive_duration(what: &str, example: &str, text: &str) -> Result<f64, String> {
+    within(what, example, text, 86_400.0, "a day (24h)")
+}
+
+/// A positive duration of at most `max_s`, or a line naming what it is and an example.
+fn within(what: &str, example: &str, text: &str, max_s: f64, max: &str) -> Result<f64, String> {
     match parse_duration_s(text) {
-        Ok(s) if s <= 86_400.0 => Ok(s),
-        Ok(_) => Err(format!("{what} must be at most a day (24h)")),
+        Ok(s) if s <= max_s => Ok(s),
+        Ok(_) => Err(format!("{what} must be at most {max}")),
+        Err(_) if bare_number(text) => Err(format!(
+            "{what} needs a unit: {}",
+            no_unit(text.trim()).split_once(": ").map_or("", |(_, w)| w)
+        )),
         Err(_) => Err(format!(
             "{what} must be a positive duration, like {example}"
         )),
     }
+}
+
+/// A positive number with no unit after it.
+fn bare_number(text: &str) -> bool {
+    text.trim()
+        .parse::<f64>()
+        .is_ok_and(|v| v > 0.0 && v.is_finite())
 }
 
 /// `--time-scale-ms`: real milliseconds per scenario second, above zero and at most 10 s.
@@ -93,11 +120,13 @@ pub fn whole_u32(text: &str) -> Result<u32, String> {
 
 /// A campaign's or a search's wall-time budget: a positive duration of at most a week.
 pub fn budget_s(text: &str) -> Result<f64, String> {
-    match parse_duration_s(text) {
-        Ok(s) if s <= 7.0 * 86_400.0 => Ok(s),
-        Ok(_) => Err("a budget must be at most a week (168h)".into()),
-        Err(_) => Err("a budget must be a positive duration, like 30m or 2h".into()),
-    }
+    within(
+        "a budget",
+        "30m or 2h",
+        text,
+        7.0 * 86_400.0,
+        "a week (168h)",
+    )
 }
 
 /// A size on disk: `500M`, `10G`, `1.5G`, `800K` or a number of bytes.
@@ -188,6 +217,27 @@ mod tests {
             lease_s("25h").unwrap_err(),
             "a lease must be at most a day (24h)"
         );
+    }
+
+    /// `chaos run april --lease 5` ran the whole night with a 5 s lease, `nightly --budget 5`
+    /// for five seconds (issue 33): a bare number is refused with what to type.
+    #[test]
+    fn a_duration_without_a_unit_is_refused_with_an_example() {
+        assert_eq!(
+            lease_s("5").unwrap_err(),
+            "a lease needs a unit: write 5s for seconds (or 5ms, 5m, 5h)"
+        );
+        assert_eq!(
+            budget_s("5").unwrap_err(),
+            "a budget needs a unit: write 5s for seconds (or 5ms, 5m, 5h)"
+        );
+        assert!(silence_s("30").unwrap_err().contains("write 30s"));
+        assert_eq!(
+            parse_duration_s("2.5").unwrap_err(),
+            "'2.5' has no unit: write 2.5s for seconds (or 2.5ms, 2.5m, 2.5h)"
+        );
+        assert_eq!(parse_duration_s("2.5s"), Ok(2.5));
+        assert_eq!(lease_s("5s"), Ok(5.0));
     }
 
     #[test]

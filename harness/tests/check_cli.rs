@@ -192,6 +192,25 @@ fn a_run_without_run_json_is_unknown_and_a_folder_without_a_history_is_refused()
     let empty = temp_dir("check-empty");
     let line = refused(&check(&empty, &[]));
     assert!(line.contains("not a run directory"), "{line}");
+
+    // A path that is not there is named as such, not as "not a run directory" (issue 33).
+    let line = refused(&check(&empty.join("nonexistent"), &[]));
+    assert!(
+        line.contains("nonexistent: no such directory;") && !line.contains("not a run directory"),
+        "{line}"
+    );
+    let file = empty.join("a-file");
+    std::fs::write(&file, "x").unwrap();
+    let line = refused(&check(&file, &[]));
+    assert!(line.contains("a-file: not a directory;"), "{line}");
+    // A run that stopped before its clock started (a config and nothing else).
+    let early = temp_dir("check-early");
+    std::fs::write(early.join("config.json"), "{}").unwrap();
+    let line = refused(&check(&early, &[]));
+    assert!(
+        line.contains("this run has no verdict: it stopped before its scenario clock started"),
+        "{line}"
+    );
 }
 
 #[test]

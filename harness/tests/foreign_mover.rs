@@ -277,3 +277,42 @@ fn the_sweep_measures_a_team_mover() {
     assert_eq!(config["scenario"]["file"]["lease"]["lease_s"], 30.0);
     assert_none_left(&data.display().to_string(), 10);
 }
+
+/// Issue 33: at the default scale the sh+psql mover's copies (a psql process a statement) take
+/// twice the copy time gc-pause allows, and the run is cut short by its time limit: `unknown`
+/// with nothing saying why. Now the run says so, with the scale that fits, on stderr and in
+/// the report.
+#[test]
+fn a_mover_too_slow_for_the_scale_is_told_the_scale_that_fits() {
+    let _one = one_at_a_time();
+    let dir = temp_dir("psql-slow");
+    let data = dir.join("data");
+    let results = dir.join("results");
+    let out = run_chaos(
+        &["run", "gc-pause", "--mover-cmd", PSQL_MOVER],
+        &data,
+        &results,
+    );
+    let stderr = String::from_utf8_lossy(&out.stderr);
+    assert_eq!(
+        out.status.code(),
+        Some(2),
+        "cut short by the time limit at 20 real ms per scenario second: {stderr}"
+    );
+    let line = stderr
+        .lines()
+        .find(|l| l.contains("at p50 where the scenario allows 5 s"))
+        .unwrap_or_else(|| panic!("no word on the mover's pace: {stderr}"));
+    assert!(
+        line.starts_with("chaos: copies took ")
+            && line.contains("the mover is too slow for this scale; try --time-scale-ms "),
+        "{line}"
+    );
+    let report = std::fs::read_to_string(latest_run(&results, "gc-pause").join("report.html"))
+        .expect("report.html");
+    assert!(
+        report.contains("Too slow for this scale:"),
+        "the report says it too"
+    );
+    assert_none_left(&data.display().to_string(), 10);
+}

@@ -1,8 +1,7 @@
-//! Small text helpers: HTML escaping, scenario-time and number formatting, bounded JSON printing.
+//! Small text helpers: HTML escaping, scenario-time and number formatting, one-line JSON for hover titles (`shown` renders values for reading).
 
 use chaos_history::ScenarioClock;
 use std::borrow::Cow;
-use std::fmt::Write;
 
 /// Escapes text for use in HTML or SVG element content and in quoted attributes.
 ///
@@ -93,29 +92,6 @@ pub fn json_line(value: &serde_json::Value, max_chars: usize) -> String {
     truncate_chars(text, max_chars)
 }
 
-/// Pretty-printed JSON, cut at `max_bytes` with a note saying how much was left out.
-///
-/// The evidence of one anomaly may list thousands of rows; the report stays
-/// bounded and points at `verdict.json`, which holds all of it.
-pub fn json_pretty_bounded(value: &serde_json::Value, max_bytes: usize) -> String {
-    let text =
-        serde_json::to_string_pretty(value).unwrap_or_else(|e| format!("<unprintable: {e}>"));
-    if text.len() <= max_bytes {
-        return text;
-    }
-    let mut cut = max_bytes;
-    while !text.is_char_boundary(cut) {
-        cut -= 1;
-    }
-    let mut out = text[..cut].to_string();
-    let _ = write!(
-        out,
-        "\n… truncated here: {} more bytes, the whole evidence is in verdict.json",
-        count((text.len() - cut) as u64)
-    );
-    out
-}
-
 /// Cuts a string at `max_chars` characters, adding an ellipsis when it did.
 pub fn truncate_chars(text: String, max_chars: usize) -> String {
     match text.char_indices().nth(max_chars) {
@@ -152,11 +128,7 @@ mod tests {
     }
 
     #[test]
-    fn bounded_json_says_what_it_cut() {
-        let big = serde_json::json!({ "rows": vec![1; 10_000] });
-        let text = json_pretty_bounded(&big, 1000);
-        assert!(text.len() < 1200);
-        assert!(text.contains("truncated here"));
+    fn cut_strings_say_so() {
         assert_eq!(truncate_chars("ééééé".into(), 3), "ééé…");
     }
 }

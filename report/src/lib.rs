@@ -13,20 +13,24 @@
 mod demo;
 mod digest;
 pub mod failover;
+mod finding;
 mod html;
 mod latency;
 mod model;
+mod pace;
+mod shown;
 mod story;
 mod svg;
 pub mod sweep;
 
 pub use digest::{builder::DigestBuilder, EventLookup, HistoryDigest};
 pub use latency::{latency_table, process_class, LatencyRow};
+pub use pace::{pace, Pace};
 pub use story::{story, StoryFold};
 
 use chaos_checkers::{Severity, Validity, Verdict};
 use chaos_history::{Audit, RunMeta};
-use html::{count, duration, esc, json_line, json_pretty_bounded, time};
+use html::{count, duration, esc, time};
 use model::Model;
 use std::fmt::Write;
 
@@ -45,9 +49,6 @@ pub struct ReportInput<'a> {
     /// Figures the harness adds (fault landing lag, wall time breakdown), shown as they are.
     pub extra: Option<&'a serde_json::Value>,
 }
-
-/// Evidence of one anomaly printed in the page at most this big; the rest is in `verdict.json`.
-const EVIDENCE_MAX_BYTES: usize = 32 * 1024;
 
 /// The whole `report.html`.
 pub fn render(input: &ReportInput) -> String {
@@ -72,12 +73,22 @@ pub fn render(input: &ReportInput) -> String {
         CSS
     );
     page.push_str(PATTERNS);
+    // The order a reader wants: the verdict and its errors in one glance, the key figures,
+    // the timeline; then the tables, and the stats folded.
     header(&mut page, input, &model);
-    figures(&mut page, input, &model);
+    finding::verdict(&mut page, input.verdict);
+    if let Some(p) = pace(input.meta, input.history.latency()) {
+        let _ = writeln!(
+            page,
+            "<div class=\"banner\"><b>Too slow for this scale:</b> {}</div>",
+            esc(&p.line())
+        );
+    }
+    finding::figures(&mut page, input, &model);
     timelines(&mut page, &model);
-    anomalies(&mut page, input.verdict);
     latencies(&mut page, input);
     settings(&mut page, input);
+    finding::stats(&mut page, input.verdict);
     extra(&mut page, input.extra);
     let _ = write!(
         page,
@@ -87,7 +98,7 @@ pub fn render(input: &ReportInput) -> String {
     page
 }
 
-fn validity_word(v: Validity) -> &'static str {
+pub(crate) fn validity_word(v: Validity) -> &'static str {
     match v {
         Validity::Valid => "valid",
         Validity::Invalid => "invalid",
@@ -95,7 +106,7 @@ fn validity_word(v: Validity) -> &'static str {
     }
 }
 
-fn severity_word(s: Severity) -> &'static str {
+pub(crate) fn severity_word(s: Severity) -> &'static str {
     match s {
         Severity::Error => "error",
         Severity::Cleanup => "cleanup",
@@ -106,10 +117,17 @@ fn severity_word(s: Severity) -> &'static str {
 fn header(page: &mut String, input: &ReportInput, model: &Model) {
     let meta = input.meta;
     let v = input.verdict.valid;
+    // The run's end is when its movers stopped (or its time limit); the heals and the last
+    // exits that follow are the wind-down, named apart rather than flagged as "outside".
+    let wind_down = if model.t1 > meta.end_scenario_ms + 500 {
+        format!(" · wind-down to <b>{}</b>", time(model.t1))
+    } else {
+        String::new()
+    };
     let _ = writeln!(
         page,
         "<header><div class=\"title\"><h1>{}</h1><div class=\"sub\">seed <b>{}</b> · job <b>{}</b> · \
-         scenario start <b>{}</b> · end <b>{}</b> · {} of scenario time</div></div>\
+         scenario start <b>{}</b> · run ended <b>{}</b> ({} of scenario time){wind_down}</div></div>\
          <div class=\"verdict v-{w}\">{w}</div></header>",
         esc(&meta.scenario),
         meta.seed,
@@ -119,13 +137,6 @@ fn header(page: &mut String, input: &ReportInput, model: &Model) {
         duration(meta.end_scenario_ms - meta.clock.start_scenario_ms),
         w = validity_word(v),
     );
-    if !input.verdict.reasons.is_empty() {
-        page.push_str("<div class=\"banner\"><b>Why unknown:</b><ul>");
-        for r in &input.verdict.reasons {
-            let _ = write!(page, "<li>{}</li>", esc(r));
-        }
-        page.push_str("</ul></div>\n");
-    }
     if !meta.completed {
         let _ = writeln!(
             page,
@@ -140,12 +151,10 @@ fn header(page: &mut String, input: &ReportInput, model: &Model) {
         }
         _ => {}
     }
-    if model.t0 < meta.clock.start_scenario_ms
-        || model.t1 > meta.end_scenario_ms.max(meta.clock.start_scenario_ms)
-    {
+    if model.t0 < meta.clock.start_scenario_ms {
         let _ = writeln!(
             page,
-            "<div class=\"note\">Events fall outside the run's start and end; the timeline spans {} – {}.</div>",
+            "<div class=\"note\">Events come before the run's start; the timeline spans {} – {}.</div>",
             time(model.t0),
             time(model.t1)
         );
@@ -201,120 +210,6 @@ fn duration_or_far(ms: i64) -> String {
     } else {
         duration(ms)
     }
-}
-
-/// Headline figures: computed from the timeline, then whatever the checkers put in `stats`.
-fn figures(page: &mut String, input: &ReportInput, model: &Model) {
-    page.push_str("<section><h2>Key figures</h2><div class=\"figs\">");
-    let fig = |page: &mut String, value: &str, label: &str| {
-        let _ = write!(
-            page,
-            "<div class=\"fig\"><div class=\"val\">{}</div><div class=\"lab\">{}</div></div>",
-            esc(value),
-            esc(label)
-        );
-    };
-    if let Some(claim) = &model.claim {
-        let grants = claim
-            .segs
-            .iter()
-            .map(|s| s.token)
-            .collect::<std::collections::BTreeSet<_>>();
-        fig(page, &grants.len().to_string(), "grants (distinct tokens)");
-        let between: Vec<_> = claim.vacancies_between_grants().collect();
-        let total: i64 = between.iter().map(|(a, b)| b - a).sum();
-        fig(
-            page,
-            &duration(total),
-            &format!(
-                "vacancy between grants ({} window{})",
-                between.len(),
-                if between.len() == 1 { "" } else { "s" }
-            ),
-        );
-        if let Some((a, b)) = between.iter().max_by_key(|(a, b)| b - a) {
-            fig(
-                page,
-                &duration(b - a),
-                &format!("longest vacancy, {} – {}", time(*a), time(*b)),
-            );
-        }
-    }
-    for (lane, stale) in model.boxes.iter().zip(&model.stale) {
-        let stale_ms: i64 = stale.iter().map(|s| s.end - s.start).sum();
-        if stale_ms > 0 {
-            let first = stale.first().map(|s| s.start).unwrap_or_default();
-            let last = stale.last().map(|s| s.end).unwrap_or_default();
-            fig(
-                page,
-                &duration(stale_ms),
-                &format!(
-                    "{} acting without a valid lease, {} – {}",
-                    lane.name,
-                    time(first),
-                    time(last)
-                ),
-            );
-        }
-    }
-    let sum = |f: &dyn Fn(&digest::BoxLane) -> u64| model.boxes.iter().map(f).sum::<u64>();
-    fig(page, &sum(&|b| b.ok_copies).to_string(), "copies ok");
-    fig(
-        page,
-        &sum(&|b| b.source_deletes.len()).to_string(),
-        "source deletes",
-    );
-    fig(
-        page,
-        &sum(&|b| b.tidy_deletes.len()).to_string(),
-        "tidy-up deletes",
-    );
-    fig(
-        page,
-        &sum(&|b| b.refused.len()).to_string(),
-        "writes refused by fencing",
-    );
-    fig(
-        page,
-        &model
-            .faults
-            .iter()
-            .map(|f| f.windows.len())
-            .sum::<u64>()
-            .to_string(),
-        "fault windows",
-    );
-    if !model.lost_turbines.is_empty() {
-        let mut names: Vec<&str> = model
-            .lost_turbines
-            .iter()
-            .map(String::as_str)
-            .take(5)
-            .collect();
-        if model.lost_turbines.len() > 5 {
-            names.push("…");
-        }
-        fig(
-            page,
-            &model.lost_turbines.len().to_string(),
-            &format!("turbines with lost rows: {}", names.join(", ")),
-        );
-    }
-    page.push_str("</div>");
-    let stats = serde_json::to_value(&input.verdict.stats).unwrap_or_default();
-    if let Some(stats) = stats.as_object().filter(|m| !m.is_empty()) {
-        page.push_str("<details open><summary>checker stats</summary><table class=\"kv\">");
-        for (k, v) in stats {
-            let _ = write!(
-                page,
-                "<tr><th>{}</th><td>{}</td></tr>",
-                esc(k),
-                esc(&json_line(v, 400))
-            );
-        }
-        page.push_str("</table></details>");
-    }
-    page.push_str("</section>\n");
 }
 
 /// A close-up of the moments that decide the verdict, when they are a small
@@ -413,53 +308,6 @@ fn timelines(page: &mut String, model: &Model) {
         page.push_str("</ul></div>");
     }
     page.push_str("</section>\n");
-}
-
-fn anomalies(page: &mut String, verdict: &Verdict) {
-    let _ = write!(
-        page,
-        "<section><h2>Verdict: <span class=\"vt-{w}\">{w}</span></h2>",
-        w = validity_word(verdict.valid)
-    );
-    if verdict.anomalies.is_empty() {
-        page.push_str("<p>No anomalies.</p></section>\n");
-        return;
-    }
-    let mut order: Vec<usize> = (0..verdict.anomalies.len()).collect();
-    order.sort_by_key(|&i| {
-        let a = &verdict.anomalies[i];
-        (
-            std::cmp::Reverse(a.severity),
-            a.first_scenario_ms.unwrap_or(i64::MAX),
-        )
-    });
-    page.push_str(
-        "<table class=\"anomalies\"><thead><tr><th>class</th><th>severity</th><th>count</th><th>first</th><th>summary</th><th>evidence</th></tr></thead><tbody>",
-    );
-    for i in order {
-        let a = &verdict.anomalies[i];
-        let class = serde_json::to_value(a.class)
-            .ok()
-            .and_then(|v| v.as_str().map(String::from))
-            .unwrap_or_default();
-        let first = a
-            .first_scenario_time
-            .clone()
-            .or_else(|| a.first_scenario_ms.map(time))
-            .unwrap_or_else(|| "–".into());
-        let _ = write!(
-            page,
-            "<tr class=\"sev-{s}\"><td class=\"cls\">{}</td><td><span class=\"pill p-{s}\">{s}</span></td><td class=\"num\">{}</td><td class=\"num\">{}</td><td>{}</td>\
-             <td><details><summary>evidence</summary><pre>{}</pre></details></td></tr>",
-            esc(&class),
-            count(a.count),
-            esc(&first),
-            esc(&a.summary),
-            esc(&json_pretty_bounded(&a.evidence, EVIDENCE_MAX_BYTES)),
-            s = severity_word(a.severity),
-        );
-    }
-    page.push_str("</tbody></table></section>\n");
 }
 
 fn latencies(page: &mut String, input: &ReportInput) {
@@ -576,38 +424,16 @@ fn settings(page: &mut String, input: &ReportInput) {
     page.push_str("</table></div></div></section>\n");
 }
 
+/// The harness's own figures (wall time, fault landing, drift), folded, every value rendered.
 fn extra(page: &mut String, extra: Option<&serde_json::Value>) {
     let Some(extra) = extra.filter(|e| !e.is_null()) else {
         return;
     };
-    page.push_str("<section><h2>Harness figures</h2>");
-    match extra.as_object() {
-        Some(map) => {
-            page.push_str("<table class=\"kv\">");
-            for (k, v) in map {
-                let shown = if v.is_object() || v.is_array() {
-                    json_pretty_bounded(v, 8192)
-                } else {
-                    json_line(v, 400)
-                };
-                let _ = write!(
-                    page,
-                    "<tr><th>{}</th><td><pre>{}</pre></td></tr>",
-                    esc(k),
-                    esc(&shown)
-                );
-            }
-            page.push_str("</table>");
-        }
-        None => {
-            let _ = write!(
-                page,
-                "<pre>{}</pre>",
-                esc(&json_pretty_bounded(extra, 8192))
-            );
-        }
-    }
-    page.push_str("</section>\n");
+    let _ = writeln!(
+        page,
+        "<section><details class=\"harness\"><summary>Harness figures (wall time in real seconds, fault landing, clock drift)</summary>{}</details></section>",
+        shown::block(extra)
+    );
 }
 
 /// Fill patterns shared by every SVG on the page (CSS refers to them by id).
@@ -662,6 +488,11 @@ table.kv th{font-weight:600;color:#333;white-space:nowrap}
 table.kv pre{margin:0}
 pre{font-size:12px;background:#f6f8fa;padding:8px;border-radius:6px;max-height:420px;overflow:auto;white-space:pre-wrap;word-break:break-word}
 .anomalies td.cls{font-family:ui-monospace,monospace;white-space:nowrap}
+h2 .count{font-size:14px;font-weight:400;color:#555;margin-left:8px}
+#verdict h2{margin-top:14px}
+details.evidence{margin-top:2px}details.evidence>summary{font-size:12px}
+table.rec{margin:4px 0;font-size:12px}table.rec th{background:#f4f6f8;position:static}
+details.stats>summary,details.harness>summary{font-size:16px;font-weight:600;margin:18px 0 6px}
 .anomalies tr.sev-error td:first-child{border-left:4px solid #d7191c}
 .anomalies tr.sev-cleanup td:first-child{border-left:4px solid #fdae61}
 .anomalies tr.sev-info td:first-child{border-left:4px solid #7fa7c9}

@@ -43,19 +43,6 @@ pub(crate) struct ClaimLane {
     pub changes: usize,
 }
 
-impl ClaimLane {
-    /// Vacancies with a holder before and after: before the first grant the
-    /// boxes are still racing, after the last one the job is over.
-    pub fn vacancies_between_grants(&self) -> impl Iterator<Item = (i64, i64)> + '_ {
-        let first = self.segs.first().map(|s| s.start).unwrap_or(i64::MAX);
-        let last = self.segs.last().map(|s| s.end).unwrap_or(i64::MIN);
-        self.vacancies
-            .iter()
-            .copied()
-            .filter(move |(a, b)| *a >= first && *b <= last)
-    }
-}
-
 /// Committed writes on one shard, from its own audit trigger.
 #[derive(Debug, Default)]
 pub(crate) struct ShardLane<'a> {

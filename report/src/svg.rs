@@ -51,6 +51,8 @@ struct Canvas<'m, 'a> {
     /// Lane backgrounds, drawn under the fault shading.
     bg: String,
     out: String,
+    /// Span labels, drawn above every mark.
+    labels: String,
     notes: Vec<AggNote>,
     /// Name of the lane being drawn, for the aggregation notes.
     lane: String,
@@ -67,6 +69,7 @@ pub(crate) fn timeline(model: &Model, t0: i64, t1: i64, id: &str) -> (String, Ve
         },
         bg: String::new(),
         out: String::new(),
+        labels: String::new(),
         notes: Vec::new(),
         lane: String::new(),
         lane_notes: Vec::new(),
@@ -105,6 +108,7 @@ pub(crate) fn timeline(model: &Model, t0: i64, t1: i64, id: &str) -> (String, Ve
     c.fault_shading(&mut svg, AXIS_H, y);
     c.grid(&mut svg, AXIS_H, y);
     svg.push_str(&c.out);
+    svg.push_str(&c.labels);
     c.lost_lines(&mut svg, AXIS_H, y);
     c.axis(&mut svg, AXIS_H - 6.0, true);
     c.axis(&mut svg, y + 14.0, false);
@@ -221,9 +225,15 @@ impl Canvas<'_, '_> {
             let x = self.v.x(t);
             let label = if step >= 1000 { time_whole(t) } else { time(t) };
             let tick = if top { y + 2.0 } else { y - 12.0 };
+            // A label centred on a tick near the right edge was cut: anchored at its end there.
+            let anchor = if x + 3.5 * label.len() as f64 > WIDTH {
+                "end"
+            } else {
+                "middle"
+            };
             let _ = write!(
                 svg,
-                "<line x1=\"{x:.1}\" y1=\"{tick:.1}\" x2=\"{x:.1}\" y2=\"{:.1}\"/><text x=\"{x:.1}\" y=\"{y:.1}\" text-anchor=\"middle\">{label}</text>",
+                "<line x1=\"{x:.1}\" y1=\"{tick:.1}\" x2=\"{x:.1}\" y2=\"{:.1}\"/><text x=\"{x:.1}\" y=\"{y:.1}\" text-anchor=\"{anchor}\">{label}</text>",
                 tick + 4.0
             );
             match t.checked_add(step) {

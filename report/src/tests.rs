@@ -336,7 +336,7 @@ fn synthetic_run_shows_lanes_vacancy_fault_and_anomalies() {
 
     // Anomaly table: one row per anomaly, errors first.
     let table = &page[page.find("<table class=\"anomalies\">").unwrap()..];
-    let table = &table[..table.find("</table>").unwrap()];
+    let table = &table[..table.find("</section>").unwrap()];
     assert_eq!(table.matches("<tr class=\"sev-").count(), 3);
     let (lost, dup, vac) = (
         table.find(">lost-rows<").unwrap(),
@@ -345,8 +345,8 @@ fn synthetic_run_shows_lanes_vacancy_fault_and_anomalies() {
     );
     assert!(lost < dup && dup < vac, "sorted by severity");
     assert!(
-        table.contains("&quot;turbine&quot;: &quot;t-9&quot;"),
-        "evidence pretty-printed and escaped"
+        table.contains("<td>t-9</td>") && !table.contains("&quot;turbine&quot;"),
+        "evidence rendered as a table, not raw JSON"
     );
 
     // Header, latency table, settings.
@@ -904,4 +904,26 @@ fn the_streamed_latency_is_the_latency_table() {
         HistoryDigest::of(&meta, &history).latency(),
         latency_table(&history, &meta.clock)
     );
+}
+
+/// Issue 33: "an x over '74.1 s'": a span's label was drawn inside its bar, before the marks
+/// of the same lane, so a failed renewal's cross covered it. Labels are a layer above every
+/// mark; the belief that the routing db did not back is named "unbacked", as the key figure
+/// names it apart from the verdict's writes after expiry.
+#[test]
+fn span_labels_are_drawn_above_every_mark() {
+    let run = demo_input();
+    let page = render(&run.input());
+    let focus = &page[page.find("<h3>Close-up: ").unwrap()..];
+    let svg = &focus[..focus.find("</svg>").unwrap()];
+    let label = svg
+        .find("<g class=\"sp stale\"><text")
+        .expect("the unbacked span is labelled");
+    assert!(svg[label..].contains(">unbacked "), "named apart");
+    let last_mark = svg
+        .rfind("class=\"renewfail\"")
+        .or_else(|| svg.rfind("class=\"failed\""))
+        .expect("failed renewals or operations drawn");
+    assert!(last_mark < label, "the label comes after (above) the marks");
+    assert!(!page.contains("no valid lease"));
 }

@@ -20,9 +20,9 @@ macro_rules! check_program {
         r#"p=$1; shift
 case $p in
   "") ;;
-  */*) if [ ! -e "$p" ]; then echo "chaos: cannot start the mover: $p: no such file" >&2; exit 127;
-       elif [ -d "$p" ] || [ ! -x "$p" ]; then echo "chaos: cannot start the mover: $p: not an executable file" >&2; exit 126; fi ;;
-  *) command -v "$p" >/dev/null 2>&1 || { echo "chaos: cannot start the mover: $p: not found on PATH" >&2; exit 127; } ;;
+  */*) if [ ! -e "$p" ]; then echo "chaos: cannot start $p: no such file" >&2; exit 127;
+       elif [ -d "$p" ] || [ ! -x "$p" ]; then echo "chaos: cannot start $p: not an executable file" >&2; exit 126; fi ;;
+  *) command -v "$p" >/dev/null 2>&1 || { echo "chaos: cannot start $p: not found on PATH" >&2; exit 127; } ;;
 esac
 "#
     };
@@ -143,10 +143,20 @@ impl NotStarted {
             .map(|l| format!(": {l}"))
             .unwrap_or_default();
         format!(
-            "{}: the mover could not start ({status}){last} (log: {})",
+            "{}: {} could not start ({status}){last} (log: {})",
             self.box_name,
+            role(&self.box_name),
             self.log_path.display()
         )
+    }
+}
+
+/// What runs under a name: the failover system's watcher, or a box's mover.
+pub fn role(box_name: &str) -> &'static str {
+    if box_name == chaos_history::failover_names::WATCHER {
+        "the watcher"
+    } else {
+        "the mover"
     }
 }
 
@@ -171,9 +181,14 @@ pub fn check_started(not_started: &[NotStarted], boxes: usize) -> anyhow::Result
         .iter()
         .find_map(|n| n.never_ready.map(|l| (n, l)))
     {
+        let (flag, doc) = match role(&n.box_name) {
+            "the watcher" => ("--watcher-ready", "docs/watcher-protocol.md"),
+            _ => ("--mover-ready", "docs/mover-protocol.md"),
+        };
         anyhow::bail!(
-            "{}: the mover never said it was ready: it did not read its start gate CHAOS_GATE within {} s (with --mover-ready gate a mover reads one line from that fifo once connected; see docs/mover-protocol.md) (log: {}); nothing was run or judged",
+            "{}: {} never said it was ready: it did not read its start gate CHAOS_GATE within {} s (with {flag} gate it reads one line from that fifo once connected; see {doc}) (log: {}); nothing was run or judged",
             n.box_name,
+            role(&n.box_name),
             limit.as_secs_f64(),
             n.log_path.display()
         );
@@ -363,7 +378,7 @@ mod tests {
         assert_eq!(out.status.code(), Some(127));
         assert_eq!(
             String::from_utf8_lossy(&out.stderr).trim(),
-            "chaos: cannot start the mover: /nonexistent/bin: no such file"
+            "chaos: cannot start /nonexistent/bin: no such file"
         );
         let out = std::process::Command::new("/bin/sh")
             .args([
@@ -413,6 +428,14 @@ mod tests {
         let e = check_started(&all, 4).unwrap_err().to_string();
         assert!(
             e.contains("(4 of 4 boxes exited before their start gate); nothing was run or judged"),
+            "{e}"
+        );
+        // The failover system's watcher is named for what it is.
+        let e = check_started(&[n("watcher", Some(127))], 1)
+            .unwrap_err()
+            .to_string();
+        assert!(
+            e.starts_with("watcher: the watcher could not start (exit 127)"),
             "{e}"
         );
         std::fs::remove_dir_all(&dir).unwrap();

@@ -334,9 +334,13 @@ impl ProcessMover {
             .kill_on_drop(true);
         procs::own_group(&mut cmd);
         procs::die_with_parent(&mut cmd);
-        let mut child = cmd
-            .spawn()
-            .map_err(|e| anyhow::anyhow!("{}: cannot start the mover: {e}", spec.box_name))?;
+        let mut child = cmd.spawn().map_err(|e| {
+            anyhow::anyhow!(
+                "{}: cannot start {}: {e}",
+                spec.box_name,
+                gate::role(&spec.box_name)
+            )
+        })?;
         let stdout = child.stdout.take().expect("stdout is piped");
         // Never -1: signals go to -pid, and kill(-(-1)) would be PID 1.
         let Some(pid) = child.id().map(|p| p as i32).filter(|p| *p > 1) else {

@@ -98,9 +98,30 @@ pub async fn run(opts: &RunOptions, scenario: Arc<Scenario>) -> anyhow::Result<R
         reference_watcher()?;
     }
     let backend = opts.backend.unwrap_or(BackendKind::Process);
+    if let (Some(cmd), BackendKind::Process) = (&f.command, backend) {
+        let from = match &opts.failover.watcher_cmd {
+            Some(_) => "--watcher-cmd".to_string(),
+            None => format!("{}: [failover] command", scenario.path.display()),
+        };
+        crate::program::check_on_path(&from, cmd)?;
+    }
     let s = &scenario.file;
     let label = opts.label.clone().unwrap_or_else(|| s.name.clone());
     let dir = RunDir::create(&opts.results, &label, s.seed)?;
+    let outcome = run_in(opts, &scenario, &f, backend, &dir, wall).await;
+    dir.settle(outcome)
+}
+
+/// The run in its directory, from the config to the verdict.
+async fn run_in(
+    opts: &RunOptions,
+    scenario: &Arc<Scenario>,
+    f: &FailoverSection,
+    backend: BackendKind,
+    dir: &RunDir,
+    wall: Instant,
+) -> anyhow::Result<RunOutcome> {
+    let s = &scenario.file;
     let quiet = opts.quiet;
     say(
         quiet,
@@ -113,10 +134,10 @@ pub async fn run(opts: &RunOptions, scenario: Arc<Scenario>) -> anyhow::Result<R
     );
     results::write_json(
         &dir.file("config.json"),
-        &json!({ "scenario": &*scenario, "seed": s.seed, "git_commit": results::git_commit(), "backend": backend, "toxiproxy": opts.toxiproxy }),
+        &json!({ "scenario": &**scenario, "seed": s.seed, "git_commit": results::git_commit(), "backend": backend, "toxiproxy": opts.toxiproxy }),
     )?;
     let bed = FailoverBed::start(
-        &scenario,
+        scenario,
         &BedOptions {
             backend,
             toxiproxy: opts.toxiproxy.clone(),
@@ -131,10 +152,10 @@ pub async fn run(opts: &RunOptions, scenario: Arc<Scenario>) -> anyhow::Result<R
         &format!(
             "chaos: primary and replica up and streaming in {cluster_s:.2} s ({}); {}",
             bed.cluster.describe(),
-            describe(&f)
+            describe(f)
         ),
     );
-    let spec = watcher_spec(&scenario, &bed, &dir.logs)?;
+    let spec = watcher_spec(scenario, &bed, &dir.logs)?;
     let history_path = dir.file(chaos_history::HISTORY_FILE);
     let live = live::Live::start(scenario.clone(), bed, spec, &history_path, &dir.logs).await?;
     let end = live.wait(quiet).await;
@@ -160,7 +181,7 @@ pub async fn run(opts: &RunOptions, scenario: Arc<Scenario>) -> anyhow::Result<R
         silence_ms: (f.silence_s * 1000.0).round() as i64,
         check_ms: (f.check_s * 1000.0).round() as i64,
         write_every_ms: (f.write_every_s * 1000.0).round() as i64,
-        fence: fence_word(&f).into(),
+        fence: fence_word(f).into(),
         synchronous: f.synchronous,
         watcher: f
             .command

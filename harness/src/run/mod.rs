@@ -16,7 +16,7 @@ use crate::backend::BackendKind;
 use crate::faults::clock;
 use crate::progress::say;
 use crate::results::{self, RunDir};
-use crate::scenario::{self, Scenario};
+use crate::scenario::{self, Scenario, System};
 use crate::testbed::{farm, BedOptions, Testbed};
 use chaos_checkers::Validity;
 use live::Live;
@@ -43,6 +43,7 @@ pub fn resolve(opts: &RunOptions) -> anyhow::Result<Scenario> {
         )
     })?;
     crate::failover::apply_overrides(&mut file, &opts.failover, opts.restart, opts.mover_flag())?;
+    refuse_other_designs_flags(opts, &file)?;
     let m = &mut file.mover;
     if let Some(v) = opts.fencing {
         m.fencing = v;
@@ -113,6 +114,34 @@ pub fn resolve(opts: &RunOptions) -> anyhow::Result<Scenario> {
     Ok(scenario::validate(file, &path, &opts.extra_faults)?)
 }
 
+/// A design's own switch given for a scenario of another system was silently ignored
+/// (`--objects-fence` on april, issue 33): refused in one line naming the scenarios it is for.
+fn refuse_other_designs_flags(
+    opts: &RunOptions,
+    file: &scenario::ScenarioFile,
+) -> anyhow::Result<()> {
+    let own = [
+        (
+            opts.objects_fence.is_some(),
+            "--objects-fence",
+            System::TenObjects,
+            "ten-objects, ten-objects-interleaved",
+        ),
+        (opts.idempotent, "--idempotent", System::Payout, "payout"),
+    ];
+    for (given, flag, system, scenarios) in own {
+        if given && file.system != system {
+            anyhow::bail!(
+                "{flag} is for a {} scenario ({scenarios}); {} runs the {} system, so it would change nothing",
+                system.name(),
+                file.name,
+                file.system.name()
+            );
+        }
+    }
+    Ok(())
+}
+
 /// Run a scenario end to end. Errors are the harness's own failures (exit 3).
 pub async fn run(opts: &RunOptions) -> anyhow::Result<RunOutcome> {
     let wall = Instant::now();
@@ -121,10 +150,25 @@ pub async fn run(opts: &RunOptions) -> anyhow::Result<RunOutcome> {
         return crate::failover::run(opts, scenario).await;
     }
     let backend = preflight(&scenario, opts)?;
+    let label = opts
+        .label
+        .clone()
+        .unwrap_or_else(|| scenario.file.name.clone());
+    let dir = RunDir::create(&opts.results, &label, scenario.file.seed)?;
+    let outcome = run_in(opts, &scenario, backend, &dir, wall).await;
+    dir.settle(outcome)
+}
+
+/// The run in its directory, from the config to the verdict.
+async fn run_in(
+    opts: &RunOptions,
+    scenario: &Arc<Scenario>,
+    backend: BackendKind,
+    dir: &RunDir,
+    wall: Instant,
+) -> anyhow::Result<RunOutcome> {
     let s = &scenario.file;
-    let farm = farm(&scenario);
-    let label = opts.label.clone().unwrap_or_else(|| s.name.clone());
-    let dir = RunDir::create(&opts.results, &label, s.seed)?;
+    let farm = farm(scenario);
     let quiet = opts.quiet;
     say(
         quiet,
@@ -137,12 +181,12 @@ pub async fn run(opts: &RunOptions) -> anyhow::Result<RunOutcome> {
     );
     results::write_json(
         &dir.file("config.json"),
-        &json!({ "scenario": &*scenario, "seed": s.seed, "git_commit": results::git_commit(), "backend": backend, "toxiproxy": opts.toxiproxy }),
+        &json!({ "scenario": &**scenario, "seed": s.seed, "git_commit": results::git_commit(), "backend": backend, "toxiproxy": opts.toxiproxy }),
     )?;
 
     // The testbed: routing + shards, a proxy per link, the schema, the plan, the readings.
     let bed = Testbed::start(
-        &scenario,
+        scenario,
         &BedOptions {
             backend,
             toxiproxy: opts.toxiproxy.clone(),
@@ -158,7 +202,7 @@ pub async fn run(opts: &RunOptions) -> anyhow::Result<RunOutcome> {
         &format!("chaos: {n} databases up in {cluster_s:.2} s ({where_})"),
     );
     let t_seed = Instant::now();
-    let seeded = bed.install(&scenario, &farm).await?;
+    let seeded = bed.install(scenario, &farm).await?;
     let seed_s = t_seed.elapsed().as_secs_f64();
     say(
         quiet,
@@ -170,7 +214,7 @@ pub async fn run(opts: &RunOptions) -> anyhow::Result<RunOutcome> {
         ),
     );
     let shards = bed.shards().to_vec();
-    let specs = boxes::specs(&scenario, &bed.urls, &shards, &dir.logs)?;
+    let specs = boxes::specs(scenario, &bed.urls, &shards, &dir.logs)?;
     if let Some(lock) = bed.lock.describe() {
         say(quiet, &format!("chaos: lock service {lock}"));
     }
@@ -208,7 +252,7 @@ pub async fn run(opts: &RunOptions) -> anyhow::Result<RunOutcome> {
         final_s: t_final.elapsed().as_secs_f64(),
     };
     let meta = judge::meta(
-        &scenario,
+        scenario,
         &farm,
         clock,
         seeded,
@@ -217,7 +261,7 @@ pub async fn run(opts: &RunOptions) -> anyhow::Result<RunOutcome> {
         opts.strict_duplicates,
     );
     let figures = judge::figures(&t, &end, &finals, &lags, json!(exits));
-    let (verdict, mut figures) = judge::judge(&dir, &meta, &finals, figures, quiet).await?;
+    let (verdict, mut figures) = judge::judge(dir, &meta, &finals, figures, quiet).await?;
     figures["wall_s"]["total"] = json!(wall.elapsed().as_secs_f64());
     results::write_json(&dir.file("figures.json"), &figures)?;
     say(
@@ -238,14 +282,22 @@ pub async fn run(opts: &RunOptions) -> anyhow::Result<RunOutcome> {
     })
 }
 
-/// What can be refused before anything starts: the reference mover not built, a clock fault
-/// without libfaketime, a link trigger where the harness cannot read the links.
+/// What can be refused before anything starts: the reference mover not built, a `--mover-cmd`
+/// whose program is not there, a clock fault without libfaketime, a link trigger where the
+/// harness cannot read the links.
 fn preflight(scenario: &Scenario, opts: &RunOptions) -> anyhow::Result<BackendKind> {
     if scenario.file.mover.command.is_none() {
         boxes::reference_program(scenario.file.system)?;
     }
     clock::check_installed(scenario)?;
     let backend = opts.backend.unwrap_or(BackendKind::Process);
+    if let (Some(cmd), BackendKind::Process) = (&scenario.file.mover.command, backend) {
+        let from = match &opts.mover_cmd {
+            Some(_) => "--mover-cmd".to_string(),
+            None => format!("{}: [mover] command", scenario.path.display()),
+        };
+        crate::program::check_on_path(&from, cmd)?;
+    }
     // A link trigger reads the bytes our own proxy forwards: not those of a proxy in a
     // container or of an external Toxiproxy.
     let link_trigger = scenario

@@ -78,7 +78,9 @@ fn axis_ticks(s: &mut String, a: &Axis, y: f64) {
     let mut t = (a.t0 / step + 1) * step;
     while t < a.t1 {
         let x = a.x(t);
-        let _ = write!(s, "<line x1=\"{x:.1}\" x2=\"{x:.1}\" y1=\"16\" y2=\"{:.0}\" stroke=\"#eee\"/><text x=\"{x:.1}\" y=\"{y:.0}\" text-anchor=\"middle\" fill=\"#666\">{}</text>", y - 10.0, time_whole(t));
+        // The last label, centred on its tick, was cut at the right edge.
+        let anchor = if x + 26.0 > WIDTH { "end" } else { "middle" };
+        let _ = write!(s, "<line x1=\"{x:.1}\" x2=\"{x:.1}\" y1=\"16\" y2=\"{:.0}\" stroke=\"#eee\"/><text x=\"{x:.1}\" y=\"{y:.0}\" text-anchor=\"{anchor}\" fill=\"#666\">{}</text>", y - 10.0, time_whole(t));
         t += step;
     }
 }
@@ -247,7 +249,7 @@ fn two_primaries(s: &mut String, input: &Input, a: &Axis, y: f64, h: f64) {
 /// Failed checks (red), the silence, fence, drain, promote and repoint (labelled marks).
 fn watcher_lane(s: &mut String, input: &Input, a: &Axis, y: f64) {
     let clock = &input.meta.clock;
-    let mut labelled = 0usize;
+    let mut steps: Vec<(f64, &str)> = Vec::new();
     for op in input.history.iter().filter(|o| o.process == names::WATCHER) {
         let ms = clock.scenario_ms_at_run_ns(op.time_ns);
         match (op.f.as_str(), op.kind) {
@@ -282,18 +284,31 @@ fn watcher_lane(s: &mut String, input: &Input, a: &Axis, y: f64) {
                     "#000",
                     &format!("{f} at {}", time(ms)),
                 );
-                // Steps a moment apart would print over each other: one label per row.
-                let row = labelled % 3;
-                labelled += 1;
-                let _ = write!(
-                    s,
-                    "<text x=\"{:.1}\" y=\"{:.1}\" font-size=\"9\">{f}</text>",
-                    a.x(ms) + 2.0,
-                    y + 8.0 + 9.0 * row as f64
-                );
+                steps.push((a.x(ms), f));
             }
             _ => {}
         }
+    }
+    // Steps a moment apart printed over each other, then stacked three high: one line
+    // ("silence · promote · repoint") for the steps whose labels would touch.
+    let mut groups: Vec<(f64, f64, Vec<&str>)> = Vec::new();
+    for (x, f) in steps {
+        match groups.last_mut() {
+            Some((_, end, names)) if x < *end => {
+                names.push(f);
+                *end += 5.0 * (f.len() + 3) as f64;
+            }
+            _ => groups.push((x, x + 2.0 + 5.0 * (f.len() + 1) as f64, vec![f])),
+        }
+    }
+    for (x, _, names) in groups {
+        let _ = write!(
+            s,
+            "<text x=\"{:.1}\" y=\"{:.1}\" font-size=\"9\">{}</text>",
+            x + 2.0,
+            y + 9.0,
+            names.join(" · ")
+        );
     }
 }
 

@@ -1,7 +1,7 @@
 //! The failover run's `report.html`: the verdict, the figures that answer the brief (lost orders and why, the two-primaries window, the unavailability paid), the timeline with a lane per primary, the story, every anomaly with its evidence, the settings.
 
 use super::{lanes, moments, Input};
-use crate::html::{esc, json_pretty_bounded, time};
+use crate::html::{esc, time};
 use chaos_checkers::failover::{FailoverStats, Timeline};
 use chaos_checkers::{Severity, Validity};
 use std::fmt::Write;
@@ -11,10 +11,7 @@ header{display:flex;justify-content:space-between;align-items:center}\
 .verdict{font-size:1.6em;font-weight:bold;padding:.2em .6em;border-radius:.3em}\
 .v-valid{background:#cfc}.v-invalid{background:#fcc}.v-unknown{background:#ffc}\
 table{border-collapse:collapse;margin:.5em 0}td,th{border:1px solid #ccc;padding:.2em .5em;text-align:left}\
-pre{background:#f6f6f6;padding:.5em;overflow:auto;max-height:24em}.error{color:#b00}.info{color:#555}";
-
-/// Evidence printed per anomaly at most this big; the rest is in `verdict.json`.
-const EVIDENCE_MAX_BYTES: usize = 16 * 1024;
+pre{background:#f6f6f6;padding:.5em;overflow:auto;max-height:24em}table.rec{font-size:.9em}.note{color:#555}.error{color:#b00}.info{color:#555}";
 
 /// The whole page.
 pub fn render(input: &Input) -> String {
@@ -73,20 +70,20 @@ pub fn render(input: &Input) -> String {
         };
         let _ = write!(
             p,
-            "<h3 class=\"{class}\">{} ×{} ({:?}) at {}</h3><p>{}</p><pre>{}</pre>",
+            "<h3 class=\"{class}\">{} ×{} ({:?}) at {}</h3><p>{}</p><details open><summary>evidence</summary>{}</details>",
             a.class.name(),
             a.count,
             a.severity,
             a.first_scenario_time.as_deref().unwrap_or("-"),
             esc(&a.summary),
-            esc(&json_pretty_bounded(&a.evidence, EVIDENCE_MAX_BYTES))
+            crate::shown::block(&a.evidence)
         );
     }
     if !input.figures.is_null() {
         let _ = write!(
             p,
-            "<h2>Run figures</h2><pre>{}</pre>",
-            esc(&json_pretty_bounded(input.figures, EVIDENCE_MAX_BYTES))
+            "<h2>Run figures</h2>{}",
+            crate::shown::block(input.figures)
         );
     }
     p.push_str("<footer>chaos-report · all times are scenario times (HH:MM:SS.s); hover a mark for details</footer></body></html>\n");

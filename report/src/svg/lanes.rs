@@ -90,11 +90,12 @@ impl Canvas<'_, '_> {
             .map(|s| s.token)
             .collect::<std::collections::BTreeSet<_>>()
             .len();
-        let vacant: i64 = claim.vacancies_between_grants().map(|(a, b)| b - a).sum();
+        // The vacancy the verdict counts (while the plan ran), not the lane's every gap.
+        let stats = &model.verdict.stats;
         let sub = format!(
-            "{grants} grant{}, vacant {} between",
+            "{grants} grant{}; vacancy {}",
             if grants == 1 { "" } else { "s" },
-            duration(vacant)
+            crate::finding::secs(stats.vacancy_total_s)
         );
         self.frame(y, h, lane_i, "claim (routing db)", &sub);
         if claim.changes == 0 {
@@ -242,7 +243,7 @@ impl Canvas<'_, '_> {
                     duration(s.end - s.start)
                 )
             },
-            |s| Some(format!("no valid lease {}", duration(s.end - s.start))),
+            |s| Some(format!("unbacked {}", duration(s.end - s.start))),
         );
         let title = |p: &Point| v.op_title(p.src, p.other);
         self.points(
@@ -404,16 +405,20 @@ impl Canvas<'_, '_> {
         if skips_in_view.len() > 20 {
             return;
         }
+        // Runs close together wrote their labels over each other ("8 23 skipped"): a label
+        // starts only where the last one ended.
+        let mut free_x = f64::MIN;
         for s in skips_in_view {
             let (x0, x1) = (v.x(s.start), v.x(s.end));
-            if x1 - x0 < 6.0 * 12.0 {
+            let text = format!("{} skipped", s.n);
+            if x1 - x0 < 6.0 * 12.0 && x1 + 3.0 >= free_x {
                 let _ = write!(
                     self.out,
-                    "<text class=\"skiplabel\" x=\"{:.1}\" y=\"{:.1}\">{} skipped</text>",
+                    "<text class=\"skiplabel\" x=\"{:.1}\" y=\"{:.1}\">{text}</text>",
                     x1 + 3.0,
                     my + 11.0,
-                    s.n
                 );
+                free_x = x1 + 3.0 + 6.0 * text.chars().count() as f64 + 4.0;
             }
         }
     }

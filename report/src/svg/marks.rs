@@ -340,19 +340,20 @@ impl Canvas<'_, '_> {
             class,
             esc(title)
         );
+        self.out.push_str("</g>");
         if let Some(text) = label {
-            // About 6 px a character at 10 px: only label what the label fits in.
+            // About 6 px a character at 10 px: only label what the label fits in. Labels go
+            // on a layer above every mark (a failed renewal's x was drawn over "71.2 s").
             if w > 6.0 * text.chars().count() as f64 + 6.0 {
                 let _ = write!(
-                    self.out,
-                    "<text x=\"{:.1}\" y=\"{:.1}\">{}</text>",
+                    self.labels,
+                    "<g class=\"sp {class}\"><text x=\"{:.1}\" y=\"{:.1}\">{}</text></g>",
                     x0 + 3.0,
                     y + h / 2.0 + 3.5,
                     esc(&text)
                 );
             }
         }
-        self.out.push_str("</g>");
     }
 
     /// Coverage cells, one per display bin, of intervals in view: how many are in

@@ -277,6 +277,7 @@ mod tests {
                 wall_s: 1.0,
                 error: None,
                 figures: Some(Default::default()),
+                pace: None,
             })
             .collect();
         let rows: Vec<Row> = runs

@@ -88,6 +88,9 @@ pub struct RunResult {
     pub wall_s: f64,
     pub error: Option<String>,
     pub figures: Option<RunFigures>,
+    /// The mover too slow for the scenario's scale, when it was ([`crate::Pace::line`]).
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub pace: Option<String>,
 }
 
 /// One row: a lease and a fencing setting over its runs. Counts are sums over
@@ -496,6 +499,7 @@ mod tests {
             verdict: Some("invalid".into()),
             wall_s: 1.0,
             error: None,
+            pace: None,
             figures: Some(RunFigures {
                 renew_us: renew_ms.iter().map(|m| m * 1000).collect(),
                 renewals: renew_ms.len() as u64,

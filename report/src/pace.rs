@@ -1,0 +1,109 @@
+//! Whether a mover is too slow for its scenario's time scale: its copies, at p50, against the copy time the scenario allows (`copy_s`), with the `--time-scale-ms` that would fit it. A sh+psql mover spends real milliseconds starting processes whatever the scale; at 10 or 20 real ms per scenario second those are scenario seconds, and a run cut short by its time limit then says nothing about the lease.
+
+use crate::latency::LatencyRow;
+use chaos_history::RunMeta;
+
+/// Scales suggested, real ms per scenario second.
+const NICE_SCALES_MS: [f64; 8] = [10.0, 20.0, 50.0, 100.0, 200.0, 500.0, 1000.0, 2000.0];
+
+/// A mover slower than its scenario allows.
+#[derive(Debug, Clone, PartialEq)]
+pub struct Pace {
+    /// The boxes' copies at p50, scenario ms.
+    pub copy_p50_ms: f64,
+    /// What the scenario allows a copy (`[lease] copy_s`), scenario ms.
+    pub copy_ms: i64,
+    /// The run's scale and the one suggested, real ms per scenario second.
+    pub scale_ms: f64,
+    pub suggest_scale_ms: f64,
+}
+
+impl Pace {
+    /// One line for a person: what was measured, what was allowed, what to type.
+    pub fn line(&self) -> String {
+        format!(
+            "copies took {:.1} s at p50 where the scenario allows {:.0} s (at {} real ms per scenario second): the mover is too slow for this scale; try --time-scale-ms {}",
+            self.copy_p50_ms / 1000.0,
+            self.copy_ms as f64 / 1000.0,
+            self.scale_ms,
+            self.suggest_scale_ms
+        )
+    }
+}
+
+/// The boxes' copies against the scenario's copy time: `Some` when they took more than half
+/// as long again at p50, or longer at all in a run its time limit cut short.
+pub fn pace(meta: &RunMeta, latency: &[LatencyRow]) -> Option<Pace> {
+    let copies = latency
+        .iter()
+        .find(|r| r.class == "box" && r.f == "copy" && r.count > 0)?;
+    let copy_ms = meta.copy_ms;
+    if copy_ms <= 0 {
+        return None;
+    }
+    let cut_short = !meta.completed;
+    let slow =
+        copies.p50_ms > 1.5 * copy_ms as f64 || (cut_short && copies.p50_ms > copy_ms as f64);
+    if !slow {
+        return None;
+    }
+    let scale_ms = meta.clock.real_ns_per_scenario_s as f64 / 1e6;
+    // A copy costs the same real time at any scale: the scale that makes it half the
+    // allowed copy time in scenario time.
+    let needed = scale_ms * copies.p50_ms / copy_ms as f64 * 2.0;
+    let suggest_scale_ms = NICE_SCALES_MS
+        .iter()
+        .copied()
+        .find(|s| *s >= needed && *s > scale_ms)
+        .unwrap_or(needed.ceil());
+    Some(Pace {
+        copy_p50_ms: copies.p50_ms,
+        copy_ms,
+        scale_ms,
+        suggest_scale_ms,
+    })
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn row(p50_ms: f64) -> LatencyRow {
+        LatencyRow {
+            f: "copy".into(),
+            class: "box".into(),
+            count: 40,
+            ok: 40,
+            fail: 0,
+            info: 0,
+            open: 0,
+            p50_ms,
+            p90_ms: p50_ms,
+            p99_ms: p50_ms,
+            p999_ms: p50_ms,
+            max_ms: p50_ms,
+        }
+    }
+
+    /// Issue 33: the sh+psql mover on gc-pause at 20 real ms per scenario second copied in
+    /// 9 s where the scenario allows 5 s, and the run was cut short: `unknown`, and nothing
+    /// said why.
+    #[test]
+    fn a_slow_mover_is_told_the_scale_that_fits_it() {
+        let mut meta = crate::demo::demo_input().meta;
+        meta.copy_ms = 5_000;
+        meta.clock.real_ns_per_scenario_s = 20_000_000;
+        let p = pace(&meta, &[row(9_000.0)]).expect("too slow");
+        assert_eq!(p.suggest_scale_ms, 100.0);
+        assert_eq!(
+            p.line(),
+            "copies took 9.0 s at p50 where the scenario allows 5 s (at 20 real ms per scenario second): the mover is too slow for this scale; try --time-scale-ms 100"
+        );
+        assert_eq!(pace(&meta, &[row(5_200.0)]), None, "on pace");
+        meta.completed = false;
+        assert!(
+            pace(&meta, &[row(5_200.0)]).is_some(),
+            "cut short and slower than allowed"
+        );
+    }
+}
