@@ -91,16 +91,22 @@ fn grants_from_the_service(o: &Outcome) -> Vec<Value> {
 
 /// Lease only: the paused holder's writes after its grant ended destroy data.
 fn lease_only_loses_data(r: &Ran) {
+    lease_only_accepts_a_stale_write(r);
+    let o = &r.outcome;
+    assert!(
+        o.stats["rows_lost"].as_u64().unwrap_or(0) > 0,
+        "the paused holder's tidy-up destroys data: {}",
+        o.summary()
+    );
+}
+
+/// Lease only: a shard accepts the paused holder's write after the newer holder's.
+fn lease_only_accepts_a_stale_write(r: &Ran) {
     let o = &r.outcome;
     println!("{}", o.summary());
     assert_eq!(o.code, Some(0), "verdict: {}", o.verdict);
     assert_eq!(o.verdict["valid"], "invalid");
     grants_from_the_service(o);
-    assert!(
-        o.stats["rows_lost"].as_u64().unwrap_or(0) > 0,
-        "the paused holder's writes destroy data: {}",
-        o.summary()
-    );
     let classes = o.classes();
     assert!(
         classes.iter().any(|c| c == "stale-token-write"),
@@ -164,8 +170,10 @@ fn gc_pause_on_an_advisory_lock_fenced_by_a_token_drawn_under_it() {
     ));
 }
 
+/// The recipe's mover stops when a renewal says the lock is gone (it never tidies up), so
+/// nothing is deleted; its batches after the pause land on a shard the new holder wrote.
 #[test]
-fn python3_etcd3_lock_recipe_lease_only_loses_data() {
+fn python3_etcd3_lock_recipe_lease_only_accepts_a_stale_write() {
     let mover = repo().join("workloads/examples/etcd3-mover.py");
     let cmd = format!("{}", mover.display());
     let r = run(

@@ -1,8 +1,9 @@
 #!/usr/bin/python3
 # A mover that holds its lease in etcd through python3-etcd3's stock `Lock` recipe (Debian's
 # package, used unchanged), written apart from the reference mover from docs/mover-protocol.md:
-# psycopg2 for the databases, its own pace (the copy at once, then the rest of the turbine's
-# time waited out), its own habits (renew before and after each turbine, a few tries).
+# psycopg2 for the databases, its own pace (a turbine in CHAOS_BATCHES transactions spread
+# over the copy time), its own habits (renew before and after each turbine, never inside one;
+# a few tries; it stops when a renewal says the lock is gone).
 #
 #   chaos run gc-pause --lock etcd --mover-cmd 'workloads/examples/etcd3-mover.py'
 #
@@ -24,6 +25,7 @@ BOX = os.environ["CHAOS_BOX"]
 LEASE_MS = int(os.environ["CHAOS_LEASE_MS"])
 POLL_MS = int(os.environ["CHAOS_POLL_MS"])
 COPY_MS = int(os.environ["CHAOS_COPY_MS"])
+BATCHES = max(1, int(os.environ.get("CHAOS_BATCHES", "10")))
 KEY = os.environ.get("CHAOS_LOCK_KEY", "/locks/" + os.environ["CHAOS_JOB"])
 FENCING = os.environ.get("ETCD3_MOVER_FENCING", "off") == "on"
 PREFIX = etcd3.Lock.lock_prefix
@@ -47,7 +49,11 @@ def shard_urls():
 
 
 class Fenced(Exception):
-    pass
+    """A shard refused this token; `shard_token` is the newer one it had served."""
+
+    def __init__(self, shard_token):
+        super().__init__(shard_token)
+        self.shard_token = shard_token
 
 
 def write(conn, token, sql, args=()):
@@ -60,7 +66,8 @@ def write(conn, token, sql, args=()):
                     "update mover_fence set token = %s where token <= %s", (token, token)
                 )
                 if cur.rowcount == 0:
-                    raise Fenced()
+                    cur.execute("select token from mover_fence")
+                    raise Fenced(cur.fetchone()[0])
             else:
                 cur.execute("select set_config('chaos.token', %s, true)", (str(token),))
             cur.execute(sql, args)
@@ -106,8 +113,9 @@ def main():
         for name in sorted({f for _, _, f, _ in plan} | {t for _, _, _, t in plan}):
             try:
                 write(shards[name], token, "select 1")
-            except Fenced:
-                say("fail", "fence", {"shard": name, "token": token, "reason": "fenced"})
+            except Fenced as f:
+                say("fail", "fence", {"shard": name, "token": token, "reason": "fenced",
+                                      "shard_token": f.shard_token})
                 return 3
             say("ok", "fence", {"shard": name, "token": token})
 
@@ -142,16 +150,23 @@ def main():
                 "select turbine_id, ts, value from readings where turbine_id = %s", (turbine,)
             )
             data = cur.fetchall()
-        try:
-            written = write(
-                shards[dst],
-                token,
-                "insert into readings (turbine_id, ts, value) select * from unnest(%s::text[], %s::timestamptz[], %s::float8[])",
-                ([r[0] for r in data], [r[1] for r in data], [r[2] for r in data]),
-            )
-        except Fenced:
-            say("fail", "copy", dict(copy, reason="fenced"))
-            return 3
+        # Its own pace: the copy in CHAOS_BATCHES transactions spread over the copy time, with
+        # no look at the lock between them (it renews around a turbine, not inside one).
+        written = 0
+        step = max(1, -(-len(data) // BATCHES))
+        for i in range(0, len(data), step):
+            part = data[i:i + step]
+            try:
+                written += write(
+                    shards[dst],
+                    token,
+                    "insert into readings (turbine_id, ts, value) select * from unnest(%s::text[], %s::timestamptz[], %s::float8[])",
+                    ([r[0] for r in part], [r[1] for r in part], [r[2] for r in part]),
+                )
+            except Fenced as f:
+                say("fail", "copy", dict(copy, reason="fenced", shard_token=f.shard_token))
+                return 3
+            time.sleep(COPY_MS / 1000.0 / BATCHES)
         say("ok", "copy", {"turbine": turbine, "rows_read": len(data), "rows_written": written})
         left = COPY_MS / 1000.0 - (time.monotonic() - began)
         if left > 0:
@@ -163,8 +178,8 @@ def main():
             say("invoke", "delete", delete)
             try:
                 n = write(shards[src], token, "delete from readings where turbine_id = %s", (turbine,))
-            except Fenced:
-                say("fail", "delete", dict(delete, reason="fenced"))
+            except Fenced as f:
+                say("fail", "delete", dict(delete, reason="fenced", shard_token=f.shard_token))
                 return 3
             say("ok", "delete", dict(delete, rows=n))
     lock.release()

@@ -223,7 +223,8 @@ async fn advisory(sink: Sink, url: String, key: i64) {
                 Err(_) => break,
             };
             let now = wall_ns();
-            count += 1;
+            // Two orders a poll: an end before the grant that follows it in the same instant.
+            count += 2;
             let seen = rows.first().map(|r| {
                 (
                     Session {
@@ -245,12 +246,16 @@ async fn advisory(sink: Sink, url: String, key: i64) {
                     *held = s;
                     if renewed {
                         let (app, t) = (held.app.clone(), *token);
-                        sink.change(&app, t, true, now, count).await;
+                        sink.change(&app, t, true, now, count + 1).await;
                     }
                 }
                 (cur, seen) => {
                     if let Some((old, token)) = cur.take() {
-                        sink.change(&old.app, token, false, now, count).await;
+                        // An advisory lock has one holder at a time: the old session let go
+                        // no later than the new one's token committed, whenever a poll saw it.
+                        let new_at = seen.as_ref().and_then(|x| x.2).unwrap_or(now);
+                        sink.change(&old.app, token, false, now.min(new_at), count)
+                            .await;
                         first_seen = None;
                     }
                     if let Some((s, drawn, drawn_ns)) = seen {
@@ -273,7 +278,7 @@ async fn advisory(sink: Sink, url: String, key: i64) {
                         // The token's commit is the grant by the routing db's own clock: a
                         // poll sees it up to a poll late, and the holder may write by then.
                         let at = drawn_ns.map_or(at, |c| c.min(at));
-                        sink.change(&s.app, token, true, at, count).await;
+                        sink.change(&s.app, token, true, at, count + 1).await;
                         *cur = Some((s, token));
                     }
                 }
