@@ -151,6 +151,14 @@ impl Testbed {
         })
     }
 
+    /// Where the databases run, and the lock service's own server when it has one.
+    pub fn describe(&self) -> String {
+        match self.lock.describe() {
+            Some(lock) => format!("{}; lock service {lock}", self.cluster.describe()),
+            None => self.cluster.describe(),
+        }
+    }
+
     /// The shards' names, `shard1` .. `shardN`.
     pub fn shards(&self) -> &[String] {
         &self.nodes[1..]

@@ -1,7 +1,7 @@
 //! Grants read from the lock service itself, never from a mover: etcd's watch on the lock key (a grant is the key that owns the lock, by lowest create revision; its end is the DELETE the leader issues at the lease's expiry, or the unlock), and a Postgres advisory lock's `pg_locks` polled on the routing db (a grant is a session holding it; a statement on that session renews it; its end is the session's). Each change is stamped with the harness's wall clock as it arrives, recorded as the claim changes the checkers judge, and fed to the triggers.
 
-use super::LockKind;
 use chaos_history::ClaimChange;
+use chaos_workloads::lock::LockKind;
 use chaos_workloads::lock::SQL_ADVISORY_OBSERVE;
 use std::collections::{BTreeMap, HashMap};
 use std::sync::{Arc, Mutex};

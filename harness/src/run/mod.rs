@@ -196,7 +196,7 @@ async fn run_in(
     )
     .await?;
     let cluster_s = bed.cluster_s;
-    let (n, where_) = (bed.nodes.len(), bed.cluster.describe());
+    let (n, where_) = (bed.nodes.len(), bed.describe());
     say(
         quiet,
         &format!("chaos: {n} databases up in {cluster_s:.2} s ({where_})"),
@@ -215,9 +215,6 @@ async fn run_in(
     );
     let shards = bed.shards().to_vec();
     let specs = boxes::specs(scenario, &bed.urls, &shards, &dir.logs)?;
-    if let Some(lock) = bed.lock.describe() {
-        say(quiet, &format!("chaos: lock service {lock}"));
-    }
     let bed = live::Bed {
         cluster: bed.cluster,
         links: bed.links,

@@ -4,6 +4,7 @@ pub mod config;
 pub mod db;
 pub mod etcd;
 pub mod history;
+mod lock_client;
 pub mod pacing;
 pub mod run;
 pub mod stalls;

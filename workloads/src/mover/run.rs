@@ -15,7 +15,7 @@ mod claim;
 mod lock;
 mod shards;
 
-use lock::LockClient;
+use super::lock_client::LockClient;
 
 /// How the process ends.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]

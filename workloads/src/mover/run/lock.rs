@@ -2,53 +2,9 @@
 
 use super::*;
 use crate::lock::{
-    advisory_options, LockKind, SQL_ADVISORY_ACQUIRE, SQL_ADVISORY_HELD, SQL_ADVISORY_RELEASE,
-    SQL_ADVISORY_WHO,
+    SQL_ADVISORY_ACQUIRE, SQL_ADVISORY_HELD, SQL_ADVISORY_RELEASE, SQL_ADVISORY_WHO,
 };
-use crate::mover::config::parse_pg_url;
-use crate::mover::etcd::{EtcdGrant, EtcdLock};
-
-/// The mover's end of the lock service.
-pub(super) enum LockClient {
-    /// The claim row, through the mover's routing connection.
-    Claims,
-    /// An advisory lock: the session that holds it is the lease.
-    Advisory {
-        session: Db,
-        key: i64,
-    },
-    Etcd(EtcdLock),
-}
-
-impl LockClient {
-    /// The client the environment asks for (`Env::from_vars` checked its URLs and key).
-    pub(super) fn new(s: &Settings) -> LockClient {
-        let env = &s.env;
-        match env.lock {
-            LockKind::Claims => LockClient::Claims,
-            LockKind::Advisory => {
-                let (mut config, display) = match env.lock_urls.first() {
-                    Some(url) => parse_pg_url("CHAOS_LOCK_URLS", url)
-                        .unwrap_or_else(|_| (env.routing.clone(), env.routing_display.clone())),
-                    None => (env.routing.clone(), env.routing_display.clone()),
-                };
-                // Without the harness's URL (which carries them), the lease is the lease.
-                if config.get_options().is_none() {
-                    config.options(advisory_options(env.lease_ms));
-                }
-                LockClient::Advisory {
-                    session: Db::new("lock", &display, config, &env.box_name, s.routing_timeout),
-                    key: env.lock_key.parse().unwrap_or(crate::lock::ADVISORY_KEY),
-                }
-            }
-            LockKind::Etcd => LockClient::Etcd(EtcdLock::new(
-                env.lock_urls.clone(),
-                env.lock_key.clone(),
-                s.routing_timeout,
-            )),
-        }
-    }
-}
+use crate::mover::etcd::EtcdGrant;
 
 impl Mover {
     /// Reach the lock service (claims: the routing db, connected already).
