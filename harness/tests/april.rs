@@ -8,40 +8,12 @@ mod figures;
 
 use common::*;
 use figures::Outcome;
-use std::sync::Mutex;
-
-/// One scenario at a time: they are paced in real time on a 2-core machine.
-static SERIAL: Mutex<()> = Mutex::new(());
 
 fn run(scenario: &str, extra: &[&str], expect: &str) -> Outcome {
     require_mover();
-    let _one = SERIAL.lock().unwrap_or_else(|e| e.into_inner());
-    let dir = temp_dir(&format!("{scenario}{}", extra.join("")));
-    let mut args = vec!["run", scenario, "--expect", expect];
-    args.extend_from_slice(extra);
-    // The data where `chaos run` puts it by default (a tmpfs when there is one): the figures
-    // are the CLI's. Its own folder, so no process of this run can be mistaken for another's.
-    let data = chaos_harness::backend::process::data_root().join(format!(
-        "test-{}",
-        dir.file_name().and_then(|n| n.to_str()).unwrap_or("april")
-    ));
-    let began = std::time::Instant::now();
-    let out = run_chaos(&args, &data, &dir.join("results"));
-    let stderr = String::from_utf8_lossy(&out.stderr).into_owned();
-    eprintln!("{stderr}");
-    println!(
-        "chaos {} took {:.1} s",
-        args.join(" "),
-        began.elapsed().as_secs_f64()
-    );
-    let outcome = Outcome::read(
-        out.status.code(),
-        &latest_run(&dir.join("results"), scenario),
-    );
-    assert_none_left(&data.display().to_string(), 10);
-    // The results stay (a few MB) for a look after a failure; the data folder is gone.
-    let _ = std::fs::remove_dir_all(&data);
-    outcome
+    let name = format!("{scenario}{}", extra.join(""));
+    let (code, dir) = run_scenario(&name, scenario, extra, expect);
+    Outcome::read(code, &dir)
 }
 
 #[test]

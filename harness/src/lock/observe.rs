@@ -30,6 +30,9 @@ pub type Names = Arc<Mutex<HashMap<String, String>>>;
 /// The observer at work.
 pub struct Observer {
     kind: LockKind,
+    job: String,
+    /// The service's own address (the routing db's URL for an advisory lock).
+    endpoint: String,
     changes: Arc<Mutex<Vec<ClaimChange>>>,
     names: Names,
     task: Option<tokio::task::JoinHandle<()>>,
@@ -129,6 +132,8 @@ impl Observer {
         (
             Observer {
                 kind,
+                job: job.to_string(),
+                endpoint: endpoint.to_string(),
                 changes,
                 names,
                 task,
@@ -153,6 +158,10 @@ impl Observer {
         }
         let names = self.names.lock().unwrap().clone();
         let mut changes = std::mem::take(&mut *self.changes.lock().unwrap());
+        if self.kind == LockKind::Advisory {
+            let drawn = drawn_tokens(&self.endpoint).await;
+            changes.extend(missed_grants(&self.job, &changes, &drawn, wall_ns()));
+        }
         for c in &mut changes {
             if let Some(b) = c.holder.as_ref().and_then(|h| names.get(h)) {
                 c.holder = Some(b.clone());
@@ -160,6 +169,54 @@ impl Observer {
         }
         Some(changes)
     }
+}
+
+/// Every token drawn under the advisory lock: holder, token, and its commit (Unix ns), in
+/// token order; empty when the routing db cannot be read.
+async fn drawn_tokens(url: &str) -> Vec<(String, i64, i64)> {
+    let Ok(c) = crate::db::connect(url, "harness-lock", Duration::from_secs(5)).await else {
+        return vec![];
+    };
+    let sql = "select holder, token, \
+        (extract(epoch from pg_xact_commit_timestamp(xmin)) * 1000000)::bigint * 1000 \
+        from lock_tokens order by token";
+    match c.query(sql, &[]).await {
+        Ok(rows) => rows
+            .iter()
+            .filter_map(|r| Some((r.get(0), r.get(1), r.get::<_, Option<i64>>(2)?)))
+            .collect(),
+        Err(_) => vec![],
+    }
+}
+
+/// Grants a poll of `pg_locks` missed (a holder that took the lock and let it go between two
+/// polls) whose token the routing db recorded: each from its token's commit to the next
+/// token's commit (an advisory lock has one holder at a time), the last to `end_ns`.
+fn missed_grants(
+    job: &str,
+    seen: &[ClaimChange],
+    drawn: &[(String, i64, i64)],
+    end_ns: i64,
+) -> Vec<ClaimChange> {
+    let mut out = Vec::new();
+    for (i, (holder, token, at)) in drawn.iter().enumerate() {
+        if seen.iter().any(|c| c.token == *token) {
+            continue;
+        }
+        let until = drawn.get(i + 1).map_or(end_ns, |next| next.2).max(*at);
+        for (held, t, xid) in [(true, *at, 2 * token + 1), (false, until, 2 * token + 2)] {
+            out.push(ClaimChange {
+                job: job.to_string(),
+                holder: Some(holder.clone()),
+                token: *token,
+                expires_unix_ns: if held { i64::MAX } else { i64::MIN + 1 },
+                commit_unix_ns: t,
+                app: holder.clone(),
+                xid,
+            });
+        }
+    }
+    out
 }
 
 impl Drop for Observer {

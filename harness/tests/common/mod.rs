@@ -115,3 +115,35 @@ pub fn history_ops(run: &Path) -> Vec<serde_json::Value> {
         .map(|l| serde_json::from_str(l).unwrap())
         .collect()
 }
+
+/// `chaos run SCENARIO --expect EXPECT EXTRA...` from the repo root, one run at a time, with
+/// the data where `chaos run` puts it by default (a tmpfs when there is one) in a folder of
+/// its own, so no process of this run can be mistaken for another's; asserts nothing the run
+/// started outlives it. Its exit code and its run directory (the results stay for a look).
+pub fn run_scenario(
+    name: &str,
+    scenario: &str,
+    extra: &[&str],
+    expect: &str,
+) -> (Option<i32>, PathBuf) {
+    let _one = one_at_a_time();
+    let dir = temp_dir(name);
+    let mut args = vec!["run", scenario, "--expect", expect];
+    args.extend_from_slice(extra);
+    let data = chaos_harness::backend::process::data_root().join(format!(
+        "test-{}",
+        dir.file_name().and_then(|n| n.to_str()).unwrap_or("run")
+    ));
+    let began = std::time::Instant::now();
+    let out = run_chaos(&args, &data, &dir.join("results"));
+    eprintln!("{}", String::from_utf8_lossy(&out.stderr));
+    println!(
+        "chaos {} took {:.1} s",
+        args.join(" "),
+        began.elapsed().as_secs_f64()
+    );
+    let run_dir = latest_run(&dir.join("results"), scenario);
+    assert_none_left(&data.display().to_string(), 10);
+    let _ = std::fs::remove_dir_all(&data);
+    (out.status.code(), run_dir)
+}
