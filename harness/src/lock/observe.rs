@@ -10,7 +10,7 @@ use std::time::{Duration, Instant, SystemTime, UNIX_EPOCH};
 /// How often the advisory lock's holders are read (a grant is seen within this).
 const ADVISORY_POLL: Duration = Duration::from_millis(1);
 /// How long a new advisory holder's token may take to appear (its statement still running).
-const TOKEN_WAIT_NS: i64 = 50_000_000;
+const TOKEN_WAIT_NS: i64 = 20_000_000;
 /// How long a holder named by an opaque value (python3-etcd3's uuid) may wait for the history
 /// line that ties it to its box before the triggers hear it under the raw value.
 const NAME_WAIT: Duration = Duration::from_millis(200);
@@ -161,6 +161,7 @@ impl Observer {
         if self.kind == LockKind::Advisory {
             let drawn = drawn_tokens(&self.endpoint).await;
             changes.extend(missed_grants(&self.job, &changes, &drawn, wall_ns()));
+            one_holder_at_a_time(&mut changes);
         }
         for c in &mut changes {
             if let Some(b) = c.holder.as_ref().and_then(|h| names.get(h)) {
@@ -217,6 +218,27 @@ fn missed_grants(
         }
     }
     out
+}
+
+/// An advisory lock has one holder at a time: each grant's end, as a poll placed it, is moved
+/// back to the next grant's start where the poll saw the end late.
+fn one_holder_at_a_time(changes: &mut [ClaimChange]) {
+    // Each grant's start: the earliest change of its token that holds.
+    let mut first: HashMap<i64, i64> = HashMap::new();
+    for c in changes.iter().filter(|c| c.expires_unix_ns == i64::MAX) {
+        let e = first.entry(c.token).or_insert(c.commit_unix_ns);
+        *e = (*e).min(c.commit_unix_ns);
+    }
+    let mut starts: Vec<i64> = first.values().copied().collect();
+    starts.sort_unstable();
+    for c in changes.iter_mut().filter(|c| c.expires_unix_ns != i64::MAX) {
+        let Some(&start) = first.get(&c.token) else {
+            continue;
+        };
+        if let Some(&next) = starts.iter().find(|&&s| s > start) {
+            c.commit_unix_ns = c.commit_unix_ns.min(next);
+        }
+    }
 }
 
 impl Drop for Observer {
@@ -316,8 +338,9 @@ async fn advisory(sink: Sink, url: String, key: i64) {
                         first_seen = None;
                     }
                     if let Some((s, drawn, drawn_ns)) = seen {
-                        // The statement that took the lock draws its token in the same breath:
-                        // wait for it to end (a few polls at most) to name the grant by it.
+                        // The statement that took the lock draws its token in the same breath,
+                        // and a poll's snapshot may predate its commit: wait a few polls for it
+                        // to name the grant by it (a holder that draws none waits this long).
                         let at = match first_seen {
                             Some((pid, t)) if pid == s.pid => t,
                             _ => {
@@ -325,7 +348,7 @@ async fn advisory(sink: Sink, url: String, key: i64) {
                                 now
                             }
                         };
-                        if drawn.is_none() && s.active && now - at < TOKEN_WAIT_NS {
+                        if drawn.is_none() && now - at < TOKEN_WAIT_NS {
                             tokio::time::sleep(ADVISORY_POLL).await;
                             continue;
                         }
