@@ -278,10 +278,12 @@ fn the_sweep_measures_a_team_mover() {
     assert_none_left(&data.display().to_string(), 10);
 }
 
-/// Issue 33: at the default scale the sh+psql mover's copies (a psql process a statement) take
-/// twice the copy time gc-pause allows, and the run is cut short by its time limit: `unknown`
+/// Issue 33: at the default scale the sh+psql mover's copies (a psql process a statement) took
+/// twice the copy time gc-pause allows, and the run was cut short by its time limit: `unknown`
 /// with nothing saying why. Now the run says so, with the scale that fits, on stderr and in
-/// the report.
+/// the report. At 2 real ms per scenario second a copy has 10 real ms, less than one psql
+/// process takes to start, so the mover is too slow whatever the machine's load (at the
+/// default scale it was, on some runs only).
 #[test]
 fn a_mover_too_slow_for_the_scale_is_told_the_scale_that_fits() {
     let _one = one_at_a_time();
@@ -289,15 +291,21 @@ fn a_mover_too_slow_for_the_scale_is_told_the_scale_that_fits() {
     let data = dir.join("data");
     let results = dir.join("results");
     let out = run_chaos(
-        &["run", "gc-pause", "--mover-cmd", PSQL_MOVER],
+        &[
+            "run",
+            "gc-pause",
+            "--mover-cmd",
+            PSQL_MOVER,
+            "--time-scale-ms",
+            "2",
+        ],
         &data,
         &results,
     );
     let stderr = String::from_utf8_lossy(&out.stderr);
-    assert_eq!(
-        out.status.code(),
-        Some(2),
-        "cut short by the time limit at 20 real ms per scenario second: {stderr}"
+    assert!(
+        matches!(out.status.code(), Some(1) | Some(2)),
+        "a verdict, not a harness failure: {stderr}"
     );
     let line = stderr
         .lines()
