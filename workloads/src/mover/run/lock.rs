@@ -71,26 +71,14 @@ impl Mover {
                     .routing
                     .query(SQL_RENEW, &[&job, &me, &grant.token, &lease_ms])
                     .await?;
-                Ok(rows
-                    .first()
-                    .and_then(|r| r.get::<_, Option<bool>>(0))
-                    .unwrap_or(false))
+                Ok(first_bool(&rows))
             }
             // A session that ended took the lock with it: a new one finds it does not hold it.
             LockClient::Advisory { session, key } => {
                 let rows = session.query(SQL_ADVISORY_HELD, &[key]).await?;
-                Ok(rows.first().is_some_and(|r| r.get::<_, bool>(0)))
+                Ok(first_bool(&rows))
             }
-            LockClient::Etcd(e) => {
-                e.renew(
-                    &me,
-                    EtcdGrant {
-                        revision: grant.token,
-                        lease_id: grant.lease_id,
-                    },
-                )
-                .await
-            }
+            LockClient::Etcd(e) => e.renew(&me, grant.etcd()).await,
         }
     }
 
@@ -127,22 +115,30 @@ impl Mover {
                     .routing
                     .query(SQL_RELEASE, &[&job, &me, &grant.token])
                     .await?;
-                Ok(rows
-                    .first()
-                    .and_then(|r| r.get::<_, Option<bool>>(0))
-                    .unwrap_or(false))
+                Ok(first_bool(&rows))
             }
             LockClient::Advisory { session, key } => {
                 let rows = session.query(SQL_ADVISORY_RELEASE, &[key]).await?;
-                Ok(rows.first().is_some_and(|r| r.get::<_, bool>(0)))
+                Ok(first_bool(&rows))
             }
-            LockClient::Etcd(e) => {
-                e.release(EtcdGrant {
-                    revision: grant.token,
-                    lease_id: grant.lease_id,
-                })
-                .await
-            }
+            LockClient::Etcd(e) => e.release(grant.etcd()).await,
+        }
+    }
+}
+
+/// The first column of the first row as a boolean (a function's answer); false when absent.
+fn first_bool(rows: &[tokio_postgres::Row]) -> bool {
+    rows.first()
+        .and_then(|r| r.get::<_, Option<bool>>(0))
+        .unwrap_or(false)
+}
+
+impl Grant {
+    /// The grant as etcd knows it: the key's create revision and the lease it lives on.
+    fn etcd(&self) -> EtcdGrant {
+        EtcdGrant {
+            revision: self.token,
+            lease_id: self.lease_id,
         }
     }
 }
