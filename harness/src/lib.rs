@@ -10,6 +10,7 @@ pub mod designs;
 pub mod failover;
 pub mod faults;
 pub mod install;
+pub mod link_events;
 pub mod links;
 pub mod lock;
 pub mod movers;

@@ -20,6 +20,18 @@ pub struct Links {
     /// Node -> the links cut while it is stopped.
     cut: Mutex<BTreeMap<String, Vec<String>>>,
     pub api: String,
+    /// The proxy container's link events (`chaos proxy --events`), when the proxy is one.
+    events: Option<String>,
+}
+
+/// Where the triggers read the links' bytes.
+pub enum LinkReader {
+    /// Our embedded proxy's taps, in-process.
+    Taps(chaos_proxy::Taps),
+    /// The events a `chaos proxy --events` in a container sends (its host address).
+    Events(String),
+    /// Another Toxiproxy: the bytes cannot be read.
+    None,
 }
 
 /// A link's database: `box-2->shard1` goes to `shard1`.
@@ -55,12 +67,28 @@ impl Links {
             downed: Mutex::new(BTreeSet::new()),
             cut: Mutex::new(BTreeMap::new()),
             api,
+            events: None,
         })
     }
 
     /// The bytes of our embedded proxy's links, for triggers (None with an external Toxiproxy).
     pub fn taps(&self) -> Option<chaos_proxy::Taps> {
         self.embedded.lock().unwrap().as_ref().map(|p| p.taps())
+    }
+
+    /// The proxy is a `chaos proxy --events` answering at `addr` (the docker backend's).
+    pub fn with_events(mut self, addr: Option<String>) -> Links {
+        self.events = addr;
+        self
+    }
+
+    /// Where the triggers read the links.
+    pub fn reader(&self) -> LinkReader {
+        match (self.taps(), &self.events) {
+            (Some(taps), _) => LinkReader::Taps(taps),
+            (None, Some(addr)) => LinkReader::Events(addr.clone()),
+            (None, None) => LinkReader::None,
+        }
     }
 
     /// Create the proxy for `link` forwarding to `upstream`; returns the address clients use.

@@ -79,6 +79,9 @@ enum Command {
         /// Address for the API.
         #[arg(long, default_value = "127.0.0.1:8474")]
         listen: std::net::SocketAddr,
+        /// Also tell a harness what the box-to-shard links' servers say, for its triggers (the docker backend's proxy container).
+        #[arg(long)]
+        events: Option<std::net::SocketAddr>,
     },
     /// Measure the harness: cluster start/stop, proxy overhead, checker throughput.
     Bench(bench::BenchArgs),
@@ -168,18 +171,30 @@ async fn main_inner(cli: Cli) -> anyhow::Result<u8> {
             }
             Ok(0)
         }
-        Command::Proxy { listen } => {
+        Command::Proxy { listen, events } => {
             if let Err(e) = std::net::TcpListener::bind(listen) {
                 anyhow::bail!("{}", busy_listen(listen, &e));
             }
+            let server = chaos_proxy::start_on_own_threads(listen, 2)?;
             eprintln!("chaos proxy: Toxiproxy API on http://{listen} (Ctrl-C to stop)");
+            let events = match events {
+                Some(addr) => {
+                    let listener = tokio::net::TcpListener::bind(addr)
+                        .await
+                        .map_err(|e| anyhow::anyhow!("{}", busy_listen(addr, &e)))?;
+                    eprintln!("chaos proxy: link events on {addr}");
+                    tokio::spawn(chaos_harness::link_events::serve(listener, server.taps()))
+                }
+                None => tokio::spawn(std::future::pending::<anyhow::Result<()>>()),
+            };
             let mut term =
                 tokio::signal::unix::signal(tokio::signal::unix::SignalKind::terminate())?;
             tokio::select! {
-                r = chaos_proxy::serve_forever(listen) => r?,
+                r = events => r??,
                 _ = tokio::signal::ctrl_c() => {}
                 _ = term.recv() => {}
             }
+            server.shutdown().await;
             Ok(0)
         }
         Command::Bench(a) => bench::bench(a).await,

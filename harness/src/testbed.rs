@@ -129,7 +129,8 @@ impl Testbed {
             panic!("planted panic (CHAOS_TEST_PANIC) after the cluster started");
         }
         let proxy_api = o.toxiproxy.clone().or_else(|| cluster.proxy_api());
-        let links = Arc::new(Links::start(proxy_api.as_deref()).await?);
+        let events = cluster.link_events().filter(|_| o.toxiproxy.is_none());
+        let links = Arc::new(Links::start(proxy_api.as_deref()).await?.with_events(events));
         add_links(
             &links,
             &topology.links(),

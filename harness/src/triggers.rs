@@ -8,6 +8,7 @@
 
 use crate::faults::Nemesis;
 use crate::scenario::Scenario;
+use crate::link_events::{OnEvents, HOLD_LIMIT};
 use crate::wire::{ServerStream, WireEvent};
 use chaos_history::{OpType, ScenarioClock};
 use chaos_nemesis::{Event, Fault, FaultKind, Inside, Trigger};
@@ -224,6 +225,8 @@ pub struct Watch {
     fired_tx: Option<tokio::sync::mpsc::UnboundedSender<Fired>>,
     fired_rx: Option<tokio::sync::mpsc::UnboundedReceiver<Fired>>,
     link_taps: Vec<chaos_proxy::Tap>,
+    /// The links as the proxy container reads them (docker backend).
+    link_remote: Option<crate::link_events::Remote>,
     claims: Option<Listener>,
     /// A lock service other than the claim row: its observer's changes (`hear_lock`).
     lock_feed: Option<tokio::sync::mpsc::UnboundedReceiver<crate::lock::Seen>>,
@@ -242,24 +245,27 @@ impl Watch {
         let triggers = Arc::new(Mutex::new(Triggers::new(scenario)));
         let clock: Arc<std::sync::OnceLock<chaos_history::HistoryWriter>> = Default::default();
         let (fired_tx, fired_rx) = tokio::sync::mpsc::unbounded_channel();
-        let mut link_taps = Vec::new();
+        let (mut link_taps, mut link_remote) = (Vec::new(), None);
         if triggers.lock().unwrap().waits_for(|e| e.on_link()) {
-            let taps = links
-                .taps()
-                .ok_or_else(|| anyhow::anyhow!("link triggers need the harness's own proxy"))?;
             let box_shard: Vec<String> = scenario
                 .topology()
                 .links()
                 .into_iter()
                 .filter(|l| l.starts_with("box-") && !l.ends_with("->routing"))
                 .collect();
-            link_taps = tap_links(
-                &taps,
-                &box_shard,
-                triggers.clone(),
-                clock.clone(),
-                fired_tx.clone(),
-            );
+            let counter = link_events_counter(triggers.clone(), clock.clone(), fired_tx.clone());
+            match links.reader() {
+                crate::links::LinkReader::Taps(taps) => {
+                    link_taps = tap_links(&taps, &box_shard, counter)
+                }
+                crate::links::LinkReader::Events(addr) => {
+                    link_remote =
+                        Some(crate::link_events::subscribe(&addr, &box_shard, counter).await?)
+                }
+                crate::links::LinkReader::None => anyhow::bail!(
+                    "a trigger on a link event reads the links through the harness's own proxy (embedded, or `chaos proxy --events` in the docker backend's container): not through another Toxiproxy"
+                ),
+            }
         }
         let claims = if triggers.lock().unwrap().is_empty() {
             None
@@ -272,6 +278,7 @@ impl Watch {
             fired_tx: Some(fired_tx),
             fired_rx: Some(fired_rx),
             link_taps,
+            link_remote,
             claims,
             lock_feed: None,
             routing_url: routing_url.to_string(),
@@ -318,6 +325,7 @@ impl Watch {
     /// reasons the run cannot judge (the unfired triggers that were not optional).
     pub async fn disarm(mut self, history: &chaos_history::HistoryWriter) -> Vec<String> {
         self.link_taps.clear();
+        self.link_remote = None;
         for t in self.tasks.drain(..) {
             t.abort();
             let _ = t.await;
@@ -461,10 +469,6 @@ async fn hear_changes(
 /// link holds its bytes until it lands, the word to let them go.
 pub type Fired = (Firing, Instant, Option<tokio::sync::oneshot::Sender<()>>);
 
-/// Longest a link holds a write's answer for its fault to land (a fault that cannot land in
-/// this long lets the bytes go rather than wedge the link).
-const HOLD_LIMIT: Duration = Duration::from_secs(2);
-
 /// Read the server side of every box-to-shard link for the link triggers (`clock` is set when
 /// the scenario clock starts). A firing holds the
 /// bytes that told of its event until its fault has landed (`inside = "transaction"`: the
@@ -472,17 +476,14 @@ const HOLD_LIMIT: Duration = Duration::from_secs(2);
 pub fn tap_links(
     taps: &chaos_proxy::Taps,
     links: &[String],
-    triggers: Arc<Mutex<Triggers>>,
-    clock: Arc<std::sync::OnceLock<chaos_history::HistoryWriter>>,
-    fired: tokio::sync::mpsc::UnboundedSender<Fired>,
+    on_events: Arc<OnEvents>,
 ) -> Vec<chaos_proxy::Tap> {
     use chaos_proxy::{Stream, TapData, TapVerdict};
     links
         .iter()
         .map(|link| {
             let streams: Mutex<std::collections::HashMap<u64, ServerStream>> = Default::default();
-            let (link_name, triggers, clock, fired) =
-                (link.clone(), triggers.clone(), clock.clone(), fired.clone());
+            let (link_name, on_events) = (link.clone(), on_events.clone());
             taps.subscribe(&crate::links::proxy_name(link), move |e| {
                 if e.stream != Stream::Downstream {
                     return TapVerdict::Forward;
@@ -502,25 +503,7 @@ pub fn tap_links(
                 if events.is_empty() {
                     return TapVerdict::Forward;
                 }
-                // Before the clock starts (the movers connecting) nothing counts.
-                let Some(history) = clock.get() else {
-                    return TapVerdict::Forward;
-                };
-                let now_ms = history.now_scenario_ms();
-                let firings: Vec<Firing> = {
-                    let mut t = triggers.lock().unwrap();
-                    events
-                        .iter()
-                        .flat_map(|ev| t.link_event(&link_name, ev, now_ms))
-                        .collect()
-                };
-                let mut waits = Vec::new();
-                for f in firings {
-                    let (tx, rx) = tokio::sync::oneshot::channel();
-                    if fired.send((f, e.at, Some(tx))).is_ok() {
-                        waits.push(rx);
-                    }
-                }
+                let waits = on_events(&link_name, &events, e.at);
                 if waits.is_empty() {
                     return TapVerdict::Forward;
                 }
@@ -532,6 +515,38 @@ pub fn tap_links(
             })
         })
         .collect()
+}
+
+/// What the triggers do with a link's events (seen at `at`), wherever the link is read: count
+/// them, send what they fire to the nemesis, and return the words each firing sends once its
+/// fault has landed (the link holds the bytes until then).
+fn link_events_counter(
+    triggers: Arc<Mutex<Triggers>>,
+    clock: Arc<std::sync::OnceLock<chaos_history::HistoryWriter>>,
+    fired: tokio::sync::mpsc::UnboundedSender<Fired>,
+) -> Arc<OnEvents> {
+    Arc::new(move |link: &str, events: &[WireEvent], at: Instant| {
+        // Before the clock starts (the movers connecting) nothing counts.
+        let Some(history) = clock.get() else {
+            return vec![];
+        };
+        let now_ms = history.now_scenario_ms();
+        let firings: Vec<Firing> = {
+            let mut t = triggers.lock().unwrap();
+            events
+                .iter()
+                .flat_map(|ev| t.link_event(link, ev, now_ms))
+                .collect()
+        };
+        let mut waits = Vec::new();
+        for f in firings {
+            let (tx, rx) = tokio::sync::oneshot::channel();
+            if fired.send((f, at, Some(tx))).is_ok() {
+                waits.push(rx);
+            }
+        }
+        waits
+    })
 }
 
 /// Hand every fired fault (from the claims and the links) to the nemesis, each landing and

@@ -9,7 +9,7 @@
 //! CopyOutResponse (`H`) opens a `COPY ... TO STDOUT`, a read whose tag says `COPY n` too.
 
 /// What a link's server stream says happened.
-#[derive(Debug, Clone, PartialEq, Eq)]
+#[derive(Debug, Clone, PartialEq, Eq, serde::Serialize, serde::Deserialize)]
 pub enum WireEvent {
     /// A transaction block opened (idle, then in a transaction).
     Txn,

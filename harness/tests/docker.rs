@@ -1,4 +1,4 @@
-//! The docker backend end to end: April (lease only, then fenced) in containers with the same figures as the process backend, and `chaos down --all` after a harness killed mid-run.
+//! The docker backend end to end: April (lease only, then fenced), gc-pause and the generated schedule (their link triggers read through the proxy container) in containers, with the process backend's verdicts, and `chaos down --all` after a harness killed mid-run.
 //!
 //! Needs a Docker engine; where none answers, each test prints one SKIP line and returns (the only
 //! skip). Images are built first when missing (scripts/build-images: about 4 minutes the first
@@ -113,12 +113,18 @@ fn tempdir(what: &str) -> PathBuf {
 /// `chaos run april --backend docker --expect EXPECT EXTRA...`, its figures, and a check that
 /// the run removed every container and network it created.
 fn april_on_docker(extra: &[&str], expect: &str) -> Option<Outcome> {
+    on_docker("april", extra, expect)
+}
+
+/// `chaos run SCENARIO --backend docker --expect EXPECT EXTRA...` (None: no engine), checked
+/// to have removed every container and network it created.
+fn on_docker(scenario: &str, extra: &[&str], expect: &str) -> Option<Outcome> {
     if !engine_or_skip() {
         return None;
     }
     images();
-    let results = tempdir("april");
-    let mut args = vec!["run", "april", "--backend", "docker", "--expect", expect];
+    let results = tempdir(scenario);
+    let mut args = vec!["run", scenario, "--backend", "docker", "--expect", expect];
     args.extend_from_slice(extra);
     let began = Instant::now();
     let (code, text) = run_limited(
@@ -156,8 +162,8 @@ fn april_on_docker(extra: &[&str], expect: &str) -> Option<Outcome> {
             "the run left {kind:?} behind: {left}"
         );
     }
-    let dir = std::fs::read_dir(results.join("april"))
-        .expect("a results/april folder")
+    let dir = std::fs::read_dir(results.join(scenario))
+        .expect("a results/<scenario> folder")
         .flatten()
         .map(|e| e.path())
         .max()
@@ -184,6 +190,52 @@ fn april_fenced_on_docker_keeps_the_figures() {
     let _one = ONE_AT_A_TIME.lock().unwrap_or_else(|e| e.into_inner());
     if let Some(o) = april_on_docker(&["--fencing", "on"], "valid") {
         figures::april_fenced(&o);
+    }
+}
+
+/// The history's operations of function `f`.
+fn ops(history: &str, f: &str) -> Vec<serde_json::Value> {
+    history
+        .lines()
+        .filter_map(|l| serde_json::from_str::<serde_json::Value>(l).ok())
+        .filter(|o| o["f"] == f)
+        .collect()
+}
+
+/// gc-pause in containers: its trigger (the holder paused right after its 7th shard write
+/// commits) reads the links through the proxy container's event stream, fires, and the
+/// lease-only mover loses what it loses on processes.
+#[test]
+fn gc_pause_on_docker_fires_its_link_trigger_and_loses_rows() {
+    let _one = ONE_AT_A_TIME.lock().unwrap_or_else(|e| e.into_inner());
+    if let Some(o) = on_docker("gc-pause", &[], "invalid") {
+        assert_eq!(o.code, Some(0), "--expect invalid met: {}", o.verdict);
+        let fired = ops(&o.history, "trigger");
+        assert_eq!(fired.len(), 1, "the one trigger fired once: {fired:?}");
+        assert!(
+            fired[0]["value"]["when"]
+                .as_str()
+                .is_some_and(|w| w.contains("write")),
+            "on a shard write: {}",
+            fired[0]
+        );
+    }
+}
+
+/// The seeded nemesis in containers, fenced: its link triggers fire through the proxy
+/// container and every seed is valid (what fencing guarantees).
+#[test]
+fn generated_fenced_on_docker_is_valid_with_its_triggers_fired() {
+    let _one = ONE_AT_A_TIME.lock().unwrap_or_else(|e| e.into_inner());
+    if let Some(o) = on_docker("generated", &["--seed", "1", "--fencing", "on"], "valid") {
+        assert_eq!(o.code, Some(0), "--expect valid met: {}", o.verdict);
+        let fired = ops(&o.history, "trigger");
+        assert!(
+            fired.iter().any(|f| f["value"]["when"]
+                .as_str()
+                .is_some_and(|w| w.contains("write") || w.contains("commit"))),
+            "a link trigger fired: {fired:?}"
+        );
     }
 }
 

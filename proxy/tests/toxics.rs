@@ -134,6 +134,37 @@ async fn second_latency_replaces_instead_of_silent_409() {
     f.server.shutdown().await;
 }
 
+/// Two faults of one kind landing on one link at one instant (a generated schedule's timed
+/// latency and a triggered one): both read "no toxic yet", both create; the second must
+/// update the first in place, not fail with 409.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn two_held_latencies_landing_at_once_both_take() {
+    let f = fixture().await;
+    let at = Instant::now() + Duration::from_millis(100);
+    let add = |ms: u32| {
+        let held = f.client.held_until(at, None, None);
+        tokio::spawn(async move {
+            held.add_toxic(
+                "pg",
+                ToxicSpec::new(
+                    Stream::Downstream,
+                    ToxicKind::Latency {
+                        latency_ms: ms,
+                        jitter_ms: 0,
+                    },
+                ),
+            )
+            .await
+        })
+    };
+    let (a, b) = (add(40), add(50));
+    let (a, b) = (a.await.unwrap(), b.await.unwrap());
+    assert!(a.is_ok() && b.is_ok(), "both take: {a:?} {b:?}");
+    let all = f.client.list().await.unwrap();
+    assert_eq!(all["pg"].toxics.len(), 1, "one toxic, the later write wins");
+    f.server.shutdown().await;
+}
+
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn down_cuts_open_connections_and_refuses_until_up() {
     let f = fixture().await;

@@ -113,6 +113,15 @@ impl Cluster {
         }
     }
 
+    /// Where the backend's own proxy tells what its links' servers say (docker: the proxy
+    /// container's `--events` port on the host), if it does.
+    pub fn link_events(&self) -> Option<String> {
+        match self {
+            Cluster::Process(_) => None,
+            Cluster::Docker(c) => c.link_events(),
+        }
+    }
+
     /// The Toxiproxy API the backend itself runs (docker: the proxy container), if any.
     pub fn proxy_api(&self) -> Option<String> {
         match self {

@@ -295,18 +295,26 @@ fn preflight(scenario: &Scenario, opts: &RunOptions) -> anyhow::Result<BackendKi
         };
         crate::program::check_on_path(&from, cmd)?;
     }
-    // A link trigger reads the bytes our own proxy forwards: not those of a proxy in a
-    // container or of an external Toxiproxy.
+    // A link trigger reads the bytes our own proxy forwards (in-process, or in the docker
+    // backend's proxy container): not those of an external Toxiproxy.
     let link_trigger = scenario
         .faults
         .iter()
         .filter_map(|f| f.when.as_ref())
         .find(|w| w.on.on_link());
     if let Some(w) = link_trigger {
-        if backend != BackendKind::Process || opts.toxiproxy.is_some() {
+        if opts.toxiproxy.is_some() {
             anyhow::bail!(
-                "a trigger on a link event ({}) reads the links through the harness's own proxy: run it on the process backend without --toxiproxy",
+                "a trigger on a link event ({}) reads the links through the harness's own proxy: drop --toxiproxy",
                 w.describe()
+            );
+        }
+        let images = crate::backend::docker::Images::from_env();
+        if backend == BackendKind::Docker && !images.proxy_is_ours() {
+            anyhow::bail!(
+                "a trigger on a link event ({}) reads the links through our proxy image, and CHAOS_PROXY_IMAGE is {}: unset it",
+                w.describe(),
+                images.proxy
             );
         }
     }

@@ -265,7 +265,18 @@ impl Ctx {
                     let body = json!({"name": name, "type": kind, "stream": toxic.stream.as_str(),
                                       "toxicity": toxic.toxicity, "attributes": attr_json});
                     let path = format!("/proxies/{proxy}/toxics");
-                    self.post_change(&path, body, hold)?;
+                    match self.post_change(&path, body, hold) {
+                        // Another change made the same toxic since we looked (two faults of a
+                        // kind landing on one link at once): update it in place instead.
+                        Err(ClientError::Api { status: 409, .. }) => {
+                            let body =
+                                json!({"attributes": attr_json, "toxicity": toxic.toxicity});
+                            self.post_change(&toxic_path, body, hold)?;
+                        }
+                        r => {
+                            r?;
+                        }
+                    }
                 }
             }
         }

@@ -1,5 +1,6 @@
 //! The run's databases and proxy, each in a container on the run's network: start, stop and start a node again, and remove everything on every path.
 
+use crate::link_events::EVENTS_PORT;
 use super::containers::*;
 use super::engine;
 use super::movers::{DockerLauncher, LauncherInner, MoverShared};
@@ -27,6 +28,8 @@ pub struct DockerCluster {
     pub(super) proxy: Option<ContainerAsync<GenericImage>>,
     pub(super) proxy_name: String,
     pub(super) proxy_api_host_port: u16,
+    /// The host port of our proxy's link events (`chaos proxy --events`).
+    pub(super) proxy_events_host_port: u16,
     /// Link name -> its port inside the proxy container.
     pub(super) link_index: HashMap<String, u16>,
     /// Port inside the proxy container -> 127.0.0.1 port on the host.
@@ -69,6 +72,7 @@ impl DockerCluster {
             proxy: None,
             proxy_name: docker_name(&spec.run_id, "proxy"),
             proxy_api_host_port: free()?,
+            proxy_events_host_port: free()?,
             link_index: HashMap::new(),
             link_host_ports: HashMap::new(),
             start_time: Duration::ZERO,
@@ -198,6 +202,9 @@ impl DockerCluster {
     /// The proxy container (ours: `chaos proxy`; another image: its own command).
     async fn start_proxy(&self) -> anyhow::Result<ContainerAsync<GenericImage>> {
         let mut ports = vec![(PROXY_API_PORT, self.proxy_api_host_port)];
+        if self.images.proxy_is_ours() {
+            ports.push((EVENTS_PORT, self.proxy_events_host_port));
+        }
         ports.extend(self.link_host_ports.iter().map(|(c, h)| (*c, *h)));
         let mut image =
             generic(&self.images.proxy).with_exposed_port(ContainerPort::Tcp(PROXY_API_PORT));
@@ -222,6 +229,9 @@ impl DockerCluster {
                     "proxy".into(),
                     "--listen".into(),
                     format!("0.0.0.0:{PROXY_API_PORT}"),
+                    // The triggers read the links through it (link_events.rs).
+                    "--events".into(),
+                    format!("0.0.0.0:{EVENTS_PORT}"),
                 ]);
         }
         let req = publish_on_loopback(req, ports);
@@ -276,6 +286,13 @@ impl DockerCluster {
 
     pub fn proxy_api(&self) -> String {
         format!("127.0.0.1:{}", self.proxy_api_host_port)
+    }
+
+    /// Where the triggers read the links: our proxy container's events port on the host.
+    pub fn link_events(&self) -> Option<String> {
+        self.images
+            .proxy_is_ours()
+            .then(|| format!("127.0.0.1:{}", self.proxy_events_host_port))
     }
 
     /// The proxy's API as a container on the run's network reaches it.

@@ -70,7 +70,7 @@ impl Images {
     }
 
     /// Whether the proxy image is ours (so it runs the bind-mounted `chaos proxy`).
-    pub(super) fn proxy_is_ours(&self) -> bool {
+    pub fn proxy_is_ours(&self) -> bool {
         self.proxy.starts_with("chaos-runtime")
     }
 }
@@ -218,6 +218,26 @@ pub(super) async fn container_state(docker: &Docker, id: &str) -> Option<(bool, 
         }
         _ => None,
     }
+}
+
+/// The container's main process as this host numbers it, when the engine runs on this host
+/// (the process's cgroup names the container): a signal can then go to it directly.
+pub(super) async fn host_pid(docker: &Docker, id: &str) -> Option<i32> {
+    let info = tokio::time::timeout(
+        CALL_TIMEOUT,
+        docker.inspect_container(id, None::<InspectContainerOptions>),
+    )
+    .await
+    .ok()?
+    .ok()?;
+    let pid = i32::try_from(info.state?.pid?).ok().filter(|p| *p > 0)?;
+    runs_in(pid, id).then_some(pid)
+}
+
+/// Whether process `pid` of this host is in container `id` (checked again before each signal,
+/// so a pid the kernel gave to another process after the mover's exit is never signalled).
+pub(super) fn runs_in(pid: i32, id: &str) -> bool {
+    std::fs::read_to_string(format!("/proc/{pid}/cgroup")).is_ok_and(|c| c.contains(id))
 }
 
 /// Copy a container's whole log (stdout and stderr) into `path`, bounded.

@@ -16,5 +16,5 @@ mod standby;
 mod tests;
 
 pub use cluster::DockerCluster;
-pub use containers::RUN_LABEL;
+pub use containers::{Images, RUN_LABEL};
 pub use movers::{DockerLauncher, DockerMover, DockerSignaller};

@@ -218,12 +218,14 @@ impl DockerLauncher {
             }
         });
         let docker = me.engine.docker.clone();
+        let host_pid = host_pid(&docker, &id).await;
         Ok((
             DockerMover {
                 container: Some(container),
                 signaller: DockerSignaller {
                     docker,
                     id,
+                    host_pid,
                     box_name: spec.box_name.clone(),
                 },
                 stderr_task: Some(stderr_task),
@@ -288,6 +290,9 @@ impl Drop for DockerMover {
 pub struct DockerSignaller {
     docker: Docker,
     id: String,
+    /// The mover's pid on this host when the engine runs here: a signal goes straight to it
+    /// (tens of µs), not through the engine's API (about 15 ms on this machine).
+    host_pid: Option<i32>,
     box_name: String,
 }
 
@@ -311,11 +316,18 @@ impl DockerSignaller {
             )
             .await;
         }
-        let r = bounded(
-            &format!("send signal {sig} to {who}"),
-            signal(&self.docker, &self.id, &sig.to_string()),
-        )
-        .await;
+        let direct = self.host_pid.filter(|pid| runs_in(*pid, &self.id));
+        // SAFETY: kill(2) on a pid checked just now to be the container's main process.
+        let r = match direct {
+            Some(pid) if unsafe { libc::kill(pid, sig) } == 0 => Ok(()),
+            _ => {
+                bounded(
+                    &format!("send signal {sig} to {who}"),
+                    signal(&self.docker, &self.id, &sig.to_string()),
+                )
+                .await
+            }
+        };
         if sig == libc::SIGKILL {
             // A frozen mover dies only once thawed.
             let _ =
