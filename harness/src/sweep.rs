@@ -385,15 +385,17 @@ impl Summary {
                 }
             }
         }
+        let slow: Vec<&str> = done.iter().filter_map(|r| r.pace.as_deref()).collect();
+        // Every run cut short by the mover's pace: no lease was tried, so none is advised.
+        let all_slow = !slow.is_empty() && slow.len() == done.len();
         let conclusions = plan
             .fencings
             .iter()
             .map(|f| {
                 let mine: Vec<&Row> = rows.iter().filter(|r| &r.fencing == f).collect();
-                table::conclude(&mine, &overall, plan.runs)
+                table::conclude(&mine, &overall, plan.runs, all_slow)
             })
             .collect();
-        let slow: Vec<&str> = done.iter().filter_map(|r| r.pace.as_deref()).collect();
         let pace = slow.first().map(|line| {
             format!(
                 "the mover is too slow for the scenario's scale in {} of {} runs ({line}): those runs were cut short by the time limit, whatever their lease; fix the scale before choosing a lease.",

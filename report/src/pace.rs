@@ -9,56 +9,93 @@ const NICE_SCALES_MS: [f64; 8] = [10.0, 20.0, 50.0, 100.0, 200.0, 500.0, 1000.0,
 /// A mover slower than its scenario allows.
 #[derive(Debug, Clone, PartialEq)]
 pub struct Pace {
-    /// The boxes' copies at p50, scenario ms.
-    pub copy_p50_ms: f64,
-    /// What the scenario allows a copy (`[lease] copy_s`), scenario ms.
-    pub copy_ms: i64,
+    /// What was timed: the boxes' copies, or (when no copy was even begun) their claim calls.
+    pub what: Timed,
+    /// Their p50, scenario ms.
+    pub p50_ms: f64,
+    /// What the scenario allows them, scenario ms: a copy `[lease] copy_s`; a claim call half
+    /// the lease (a holder must renew well inside it).
+    pub allowed_ms: i64,
     /// The run's scale and the one suggested, real ms per scenario second.
     pub scale_ms: f64,
     pub suggest_scale_ms: f64,
 }
 
+/// What a pace was measured on.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Timed {
+    Copies,
+    ClaimCalls,
+}
+
 impl Pace {
     /// One line for a person: what was measured, what was allowed, what to type.
     pub fn line(&self) -> String {
+        let (what, allows) = match self.what {
+            Timed::Copies => ("copies", "the scenario allows"),
+            Timed::ClaimCalls => (
+                "claim calls (no copy was begun)",
+                "half the lease is",
+            ),
+        };
         format!(
-            "copies took {:.1} s at p50 where the scenario allows {:.0} s (at {} real ms per scenario second): the mover is too slow for this scale; try --time-scale-ms {}",
-            self.copy_p50_ms / 1000.0,
-            self.copy_ms as f64 / 1000.0,
+            "{what} took {:.1} s at p50 where {allows} {:.0} s (at {} real ms per scenario second): the mover is too slow for this scale; try --time-scale-ms {}",
+            self.p50_ms / 1000.0,
+            self.allowed_ms as f64 / 1000.0,
             self.scale_ms,
             self.suggest_scale_ms
         )
     }
 }
 
-/// The boxes' copies against the scenario's copy time: `Some` when they took more than half
-/// as long again at p50, or longer at all in a run its time limit cut short.
+/// The boxes' copies against the scenario's copy time (or, in a run where no box began a
+/// copy, their claim calls against half the lease): `Some` when they took more than half as
+/// long again at p50, or longer at all in a run its time limit cut short.
 pub fn pace(meta: &RunMeta, latency: &[LatencyRow]) -> Option<Pace> {
-    let copies = latency
-        .iter()
-        .find(|r| r.class == "box" && r.f == "copy" && r.count > 0)?;
-    let copy_ms = meta.copy_ms;
-    if copy_ms <= 0 {
+    let boxes = |f: &str| {
+        latency
+            .iter()
+            .find(|r| r.class == "box" && r.f == f && r.count > 0)
+    };
+    let begun = |f: &str| {
+        latency
+            .iter()
+            .any(|r| r.class == "box" && r.f == f && r.count + r.open > 0)
+    };
+    let (what, p50_ms, allowed_ms) = match boxes("copy") {
+        Some(copies) => (Timed::Copies, copies.p50_ms, meta.copy_ms),
+        None if !begun("copy") => {
+            let slowest = ["acquire", "renew"]
+                .iter()
+                .filter_map(|f| boxes(f))
+                .map(|r| r.p50_ms)
+                .fold(None, |m: Option<f64>, v| Some(m.map_or(v, |m| m.max(v))))?;
+            (Timed::ClaimCalls, slowest, meta.lease_ms / 2)
+        }
+        None => return None,
+    };
+    if allowed_ms <= 0 {
         return None;
     }
     let cut_short = !meta.completed;
     let slow =
-        copies.p50_ms > 1.5 * copy_ms as f64 || (cut_short && copies.p50_ms > copy_ms as f64);
+        p50_ms > 1.5 * allowed_ms as f64 || (cut_short && p50_ms > allowed_ms as f64);
     if !slow {
         return None;
     }
     let scale_ms = meta.clock.real_ns_per_scenario_s as f64 / 1e6;
-    // A copy costs the same real time at any scale: the scale that makes it half the
-    // allowed copy time in scenario time.
-    let needed = scale_ms * copies.p50_ms / copy_ms as f64 * 2.0;
+    // A call costs the same real time at any scale: the scale that makes it half the
+    // allowed time in scenario time.
+    let needed = scale_ms * p50_ms / allowed_ms as f64 * 2.0;
     let suggest_scale_ms = NICE_SCALES_MS
         .iter()
         .copied()
         .find(|s| *s >= needed && *s > scale_ms)
         .unwrap_or(needed.ceil());
     Some(Pace {
-        copy_p50_ms: copies.p50_ms,
-        copy_ms,
+        what,
+        p50_ms,
+        allowed_ms,
         scale_ms,
         suggest_scale_ms,
     })
@@ -69,8 +106,12 @@ mod tests {
     use super::*;
 
     fn row(p50_ms: f64) -> LatencyRow {
+        named("copy", p50_ms)
+    }
+
+    fn named(f: &str, p50_ms: f64) -> LatencyRow {
         LatencyRow {
-            f: "copy".into(),
+            f: f.into(),
             class: "box".into(),
             count: 40,
             ok: 40,
@@ -104,6 +145,31 @@ mod tests {
         assert!(
             pace(&meta, &[row(5_200.0)]).is_some(),
             "cut short and slower than allowed"
+        );
+    }
+
+    /// Issue 33, again: at 2 real ms per scenario second a psql mover on a loaded machine began
+    /// no copy at all (its claim calls alone took longer than the lease), and the run said
+    /// nothing of its pace.
+    #[test]
+    fn a_mover_that_never_began_a_copy_is_timed_on_its_claim_calls() {
+        let mut meta = crate::demo::demo_input().meta;
+        meta.lease_ms = 10_000;
+        meta.completed = false;
+        meta.clock.real_ns_per_scenario_s = 2_000_000;
+        let p = pace(&meta, &[named("acquire", 15_000.0), named("renew", 9_000.0)])
+            .expect("too slow");
+        assert_eq!(p.what, Timed::ClaimCalls);
+        assert_eq!(
+            p.line(),
+            "claim calls (no copy was begun) took 15.0 s at p50 where half the lease is 5 s (at 2 real ms per scenario second): the mover is too slow for this scale; try --time-scale-ms 20"
+        );
+        let mut open_copy = named("copy", 0.0);
+        (open_copy.count, open_copy.open) = (0, 1);
+        assert_eq!(
+            pace(&meta, &[named("acquire", 15_000.0), open_copy]),
+            None,
+            "a copy begun and cut short is not timed on claim calls"
         );
     }
 }

@@ -404,8 +404,14 @@ pub struct Conclusion {
     pub text: String,
 }
 
-/// The conclusion for one fencing setting's rows (sorted by lease).
-pub fn conclude(rows: &[&Row], sweep: &Percentiles, runs_per_cell: u32) -> Conclusion {
+/// The conclusion for one fencing setting's rows (sorted by lease); `too_slow`: every run was
+/// cut short by the mover's pace, so no lease was really tried.
+pub fn conclude(
+    rows: &[&Row],
+    sweep: &Percentiles,
+    runs_per_cell: u32,
+    too_slow: bool,
+) -> Conclusion {
     let fencing = rows.first().map(|r| r.fencing.clone()).unwrap_or_default();
     let clean = |r: &Row| r.false_expiries == 0 && r.failed_runs == 0 && r.renewals > 0;
     // From the longest lease down, while clean: the shortest lease above which nothing failed.
@@ -455,6 +461,9 @@ pub fn conclude(rows: &[&Row], sweep: &Percentiles, runs_per_cell: u32) -> Concl
                 r.renewals
             ));
         }
+        None if too_slow => lines.push(format!(
+            "fencing {fencing}: no lease can be judged: every run was cut short by the mover's pace (above), not by its lease."
+        )),
         None => lines.push(format!(
             "fencing {fencing}: every lease in the sweep showed a false expiry (or a failed run); try longer leases."
         )),
@@ -585,7 +594,7 @@ mod tests {
             p999_ms: 2100.0,
             ..Default::default()
         };
-        let c = conclude(&refs, &sweep, 1);
+        let c = conclude(&refs, &sweep, 1, false);
         assert_eq!(c.smallest_clean_lease_s, Some(30.0));
         assert_eq!(c.margin_over_p999_ms, Some(27_900.0));
         assert!(c.too_few);
@@ -597,14 +606,14 @@ mod tests {
             p999_ms: 2100.0,
             ..Default::default()
         };
-        let c = conclude(&refs[3..], &sweep, 3);
+        let c = conclude(&refs[3..], &sweep, 3, false);
         assert!(!c.too_few, "{}", c.text);
         let few = Percentiles {
             count: 400,
             p999_ms: 2100.0,
             ..Default::default()
         };
-        let c = conclude(&refs[3..], &few, 3);
+        let c = conclude(&refs[3..], &few, 3, false);
         assert!(c.text.contains("400 renewals measured"), "{}", c.text);
     }
 }
