@@ -94,7 +94,9 @@ fn pair_ip(from: usize, to: usize) -> String {
 impl EtcdServer {
     /// Choose the members' names, ports and directories; nothing runs yet (the peer links
     /// must be up before a cluster can form).
-    pub async fn plan(run_id: &str, log_dir: &Path, count: usize) -> anyhow::Result<EtcdServer> {
+    /// `nodes` are the members' node names (`lock`, or `lock-1` .. `lock-3`).
+    pub async fn plan(run_id: &str, log_dir: &Path, nodes: &[String]) -> anyhow::Result<EtcdServer> {
+        let count = nodes.len();
         let bin = binary()?;
         if count > 1 && unsafe { libc::geteuid() } != 0 {
             anyhow::bail!(
@@ -106,7 +108,7 @@ impl EtcdServer {
         // or the next command after a SIGKILL) removes the members' too.
         let run_dir = crate::backend::process::data_root().join(run_id);
         let mut members = Vec::new();
-        for n in 1..=count {
+        for (n, node) in (1..=count).zip(nodes) {
             let data_dir = run_dir.join(format!("lock-{n}"));
             std::fs::create_dir_all(&data_dir)
                 .map_err(|e| anyhow::anyhow!("create {}: {e}", data_dir.display()))?;
@@ -115,10 +117,7 @@ impl EtcdServer {
                     .map_err(|e| anyhow::anyhow!("chown {}: {e}", data_dir.display()))?;
             }
             members.push(Member {
-                node: match count {
-                    1 => super::LOCK_NODE.to_string(),
-                    _ => format!("lock-{n}"),
-                },
+                node: node.clone(),
                 n,
                 child: None,
                 client_port: procs::free_port()?,

@@ -212,9 +212,9 @@ impl LockServer {
         }
         Ok(match section.service {
             LockKind::Claims | LockKind::Advisory => LockServer::RoutingDb,
-            LockKind::Etcd => LockServer::Etcd(
-                EtcdServer::plan(run_id, log_dir, section.members.max(1) as usize).await?,
-            ),
+            LockKind::Etcd => {
+                LockServer::Etcd(EtcdServer::plan(run_id, log_dir, &section.member_names()).await?)
+            }
         })
     }
 
@@ -385,5 +385,44 @@ mod tests {
         assert_eq!(env[2].1, "/locks/job");
         assert!(LockSection::default().check(600, true).is_ok());
         assert!(advisory.check(600, true).is_err());
+    }
+
+    #[test]
+    fn three_members_are_etcd_s_and_lock_means_every_member_s_link() {
+        use chaos_nemesis::FaultKind;
+        let three = LockSection {
+            service: LockKind::Etcd,
+            members: 3,
+        };
+        assert!(three.check(1000, false).is_ok());
+        assert_eq!(three.member_names(), ["lock-1", "lock-2", "lock-3"]);
+        let advisory = LockSection {
+            service: LockKind::Advisory,
+            members: 3,
+        };
+        assert!(advisory.check(600, false).is_err());
+        let two = LockSection {
+            service: LockKind::Etcd,
+            members: 2,
+        };
+        assert!(two.check(1000, false).is_err());
+        let mut down = FaultKind::Down {
+            link: "box-1->lock".into(),
+        };
+        alias_routing(&three, &mut down).unwrap();
+        assert_eq!(down.target(), "box-1->lock-*");
+        let mut stop = FaultKind::Stop {
+            target: "lock".into(),
+        };
+        let refused = alias_routing(&three, &mut stop).unwrap_err();
+        assert!(refused.contains("lock-leader") && refused.contains("lock-2"), "{refused}");
+        let one = LockSection {
+            service: LockKind::Etcd,
+            members: 1,
+        };
+        assert_eq!(one.member_names(), ["lock"]);
+        alias_routing(&one, &mut stop).unwrap();
+        assert_eq!(stop.target(), "lock");
+        assert!(is_lock_node("lock-leader") && is_lock_node("lock") && !is_lock_node("routing"));
     }
 }
