@@ -1,7 +1,7 @@
 //! The lock service as a part of the testbed (DESIGN section 11), in one home: the scenario's `[lock]` section, the server the service needs (`etcd.rs`; the claim row and advisory locks live in the routing db), the protocol's `CHAOS_LOCK*` variables each box gets, and the observer that reads grants from the service itself (`observe.rs`) into the record the checkers judge.
 //!
 //! Adding a service: its `LockKind` (workloads/src/lock.rs, with the calls a mover makes),
-//! its arm in `LockSection::check`, `box_env`, `LockServer::start` and `Observer::start`,
+//! its arm in `LockSection::check`, `box_env`, `LockServer::plan` (and `launch`) and `Observer::start`,
 //! and the reference mover's client (workloads/src/mover/run/lock.rs).
 
 mod etcd;
