@@ -194,22 +194,43 @@ fn leader_pause_named(o: &Outcome) -> String {
         .history
         .lines()
         .filter_map(|l| serde_json::from_str::<Value>(l).ok())
-        .find(|op| op["process"] == "nemesis" && op["f"] == "pause" && op["type"] == "ok" && op["value"]["role"] == "lock-leader")
+        .find(|op| {
+            op["process"] == "nemesis"
+                && op["f"] == "pause"
+                && op["type"] == "ok"
+                && op["value"]["role"] == "lock-leader"
+        })
         .unwrap_or_else(|| panic!("no pause of lock-leader landed\n{}", o.summary()));
     let target = pause["value"]["target"].as_str().unwrap_or("").to_string();
     assert!(
         ["lock-1", "lock-2", "lock-3"].contains(&target.as_str()),
         "lock-leader resolved to a member: {pause}"
     );
-    assert_eq!(pause["value"]["leader"].as_str(), Some(target.as_str()), "{pause}");
-    assert_eq!(pause["value"]["members"], "lock-1, lock-2, lock-3", "{pause}");
+    assert_eq!(
+        pause["value"]["leader"].as_str(),
+        Some(target.as_str()),
+        "{pause}"
+    );
+    assert_eq!(
+        pause["value"]["members"], "lock-1, lock-2, lock-3",
+        "{pause}"
+    );
     let resume = o
         .history
         .lines()
         .filter_map(|l| serde_json::from_str::<Value>(l).ok())
-        .find(|op| op["process"] == "nemesis" && op["f"] == "resume" && op["type"] == "ok" && op["value"]["role"] == "lock-leader")
+        .find(|op| {
+            op["process"] == "nemesis"
+                && op["f"] == "resume"
+                && op["type"] == "ok"
+                && op["value"]["role"] == "lock-leader"
+        })
         .unwrap_or_else(|| panic!("the paused leader was never resumed\n{}", o.summary()));
-    assert_eq!(resume["value"]["target"].as_str(), Some(target.as_str()), "the same member resumed: {resume}");
+    assert_eq!(
+        resume["value"]["target"].as_str(),
+        Some(target.as_str()),
+        "the same member resumed: {resume}"
+    );
     target
 }
 
@@ -265,7 +286,9 @@ fn a_member_whose_peer_links_are_down_is_cut_off_from_the_others() {
             members: 3,
         };
         let backend = chaos_harness::backend::BackendKind::Process;
-        let mut lock = LockServer::plan(&section, backend, &run_id, &logs).await.unwrap();
+        let mut lock = LockServer::plan(&section, backend, &run_id, &logs)
+            .await
+            .unwrap();
         let links = Links::start(None).await.unwrap();
         let peers = lock.peer_links();
         assert_eq!(peers.len(), 6, "{peers:?}");
@@ -275,8 +298,16 @@ fn a_member_whose_peer_links_are_down_is_cut_off_from_the_others() {
         lock.launch().await.unwrap();
         println!("{}", lock.describe().unwrap());
         let addr = |n: &str| lock.upstream(n).unwrap();
-        assert!(commits(&addr("lock-1")).await, "the cluster commits before the cut");
-        let cut = ["lock-1->lock-2", "lock-1->lock-3", "lock-2->lock-1", "lock-3->lock-1"];
+        assert!(
+            commits(&addr("lock-1")).await,
+            "the cluster commits before the cut"
+        );
+        let cut = [
+            "lock-1->lock-2",
+            "lock-1->lock-3",
+            "lock-2->lock-1",
+            "lock-3->lock-1",
+        ];
         for l in cut {
             links.down_with(links.client(), l).await.unwrap();
         }
@@ -299,8 +330,14 @@ fn a_member_whose_peer_links_are_down_is_cut_off_from_the_others() {
             tokio::time::sleep(std::time::Duration::from_millis(50)).await;
         };
         println!("cut off: {views:?}");
-        assert!(!commits(&addr("lock-1")).await, "lock-1 commits nothing on its own");
-        assert!(commits(&addr("lock-2")).await, "lock-2 and lock-3 are a majority");
+        assert!(
+            !commits(&addr("lock-1")).await,
+            "lock-1 commits nothing on its own"
+        );
+        assert!(
+            commits(&addr("lock-2")).await,
+            "lock-2 and lock-3 are a majority"
+        );
         let log = std::fs::read_to_string(logs.join("lock-1.log")).unwrap();
         assert!(
             log.contains("lost TCP streaming connection with remote peer")
@@ -312,7 +349,11 @@ fn a_member_whose_peer_links_are_down_is_cut_off_from_the_others() {
         }
         let began = std::time::Instant::now();
         while !commits(&addr("lock-1")).await {
-            assert!(began.elapsed().as_secs() < 30, "lock-1 never rejoined: {:?}", lock.views().await);
+            assert!(
+                began.elapsed().as_secs() < 30,
+                "lock-1 never rejoined: {:?}",
+                lock.views().await
+            );
         }
         lock.stop().await;
         links.shutdown().await;

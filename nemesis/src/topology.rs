@@ -173,10 +173,19 @@ mod tests {
         assert_eq!(peers.len(), 6);
         assert!(peers.contains(&"lock-1->lock-2".to_string()));
         assert!(peers.contains(&"lock-2->lock-1".to_string()));
-        assert_eq!(LinkPattern::parse("box-*->lock-2").unwrap().resolve(&t).len(), 4);
+        assert_eq!(
+            LinkPattern::parse("box-*->lock-2")
+                .unwrap()
+                .resolve(&t)
+                .len(),
+            4
+        );
         assert!(t.members.contains(&"lock-leader".to_string()));
         let one = Topology::with_lock(4, 3, &["lock".to_string()], &[]);
-        assert!(LinkPattern::parse("lock->*").unwrap().resolve(&one).is_empty());
+        assert!(LinkPattern::parse("lock->*")
+            .unwrap()
+            .resolve(&one)
+            .is_empty());
     }
 
     #[test]

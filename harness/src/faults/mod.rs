@@ -154,10 +154,15 @@ impl Nemesis {
         let known = self.leaders.lock().unwrap().get(&op.fault).cloned();
         let member = match (known, op.heal) {
             (Some(m), _) => m,
-            (None, false) => now.clone().ok_or("no member named a leader when the fault landed")?,
+            (None, false) => now
+                .clone()
+                .ok_or("no member named a leader when the fault landed")?,
             (None, true) => return Err("its fault never landed on a member".into()),
         };
-        self.leaders.lock().unwrap().insert(op.fault, member.clone());
+        self.leaders
+            .lock()
+            .unwrap()
+            .insert(op.fault, member.clone());
         let mut resolved = op.clone();
         resolved.kind = with_target(&op.kind, &member);
         let names: Vec<&str> = ids.iter().map(|(n, _)| n.as_str()).collect();
@@ -267,7 +272,10 @@ impl Nemesis {
     async fn apply_recorded(&self, op: &NemesisOp, at: Instant, cancellable: bool) {
         let (op, role) = match self.resolve_leader(op).await {
             Ok(r) => r,
-            Err(e) => (op.clone(), json!({ "role": crate::lock::LOCK_LEADER, "error": e })),
+            Err(e) => (
+                op.clone(),
+                json!({ "role": crate::lock::LOCK_LEADER, "error": e }),
+            ),
         };
         let op = &op;
         let target = op.kind.target().to_string();

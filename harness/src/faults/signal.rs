@@ -119,7 +119,8 @@ async fn lock_member(
     let mut lock = lock.lock().await;
     match (&op.kind, op.heal) {
         (FaultKind::Pause { .. }, heal) => {
-            lock.pause_member(target, !heal).map_err(|e| e.to_string())?;
+            lock.pause_member(target, !heal)
+                .map_err(|e| e.to_string())?;
             Ok(Applied::now(match heal {
                 false => json!({ "how": "SIGSTOP" }),
                 true => Value::Null,
@@ -133,7 +134,9 @@ async fn lock_member(
         }
         (FaultKind::Kill { .. }, true) => {
             let took = lock.start_member(target).await.map_err(|e| e.to_string())?;
-            Ok(Applied::now(json!({ "start_real_ms": took.as_millis() as u64 })))
+            Ok(Applied::now(
+                json!({ "start_real_ms": took.as_millis() as u64 }),
+            ))
         }
         (other, _) => Err(format!("{} is not a signal fault", other.verb())),
     }

@@ -95,7 +95,11 @@ impl EtcdServer {
     /// Choose the members' names, ports and directories; nothing runs yet (the peer links
     /// must be up before a cluster can form).
     /// `nodes` are the members' node names (`lock`, or `lock-1` .. `lock-3`).
-    pub async fn plan(run_id: &str, log_dir: &Path, nodes: &[String]) -> anyhow::Result<EtcdServer> {
+    pub async fn plan(
+        run_id: &str,
+        log_dir: &Path,
+        nodes: &[String],
+    ) -> anyhow::Result<EtcdServer> {
         let count = nodes.len();
         let bin = binary()?;
         if count > 1 && unsafe { libc::geteuid() } != 0 {
@@ -267,7 +271,11 @@ impl EtcdServer {
 
     /// The nemesis's stop of `node`: SIGTERM (`Fast`) or SIGKILL (`Immediate`, a crash, and
     /// a `kill`); the data kept.
-    pub async fn stop_member(&mut self, node: &str, mode: crate::pg::StopMode) -> anyhow::Result<()> {
+    pub async fn stop_member(
+        &mut self,
+        node: &str,
+        mode: crate::pg::StopMode,
+    ) -> anyhow::Result<()> {
         let i = self.index(node)?;
         let Some(mut child) = self.members[i].child.take() else {
             anyhow::bail!("{node} is not running");
@@ -317,17 +325,26 @@ impl EtcdServer {
     pub fn last_start(&self, node: &str) -> Duration {
         match self.index(node) {
             Ok(i) => self.members[i].started_in,
-            Err(_) => self.members.iter().map(|m| m.started_in).max().unwrap_or_default(),
+            Err(_) => self
+                .members
+                .iter()
+                .map(|m| m.started_in)
+                .max()
+                .unwrap_or_default(),
         }
     }
 
     /// The member that leads now, as the members say: of those that answer (a paused member
     /// does not), the leader named at the highest raft term. None when none names one.
     pub async fn leader(&self) -> Option<String> {
-        let asks = self.members.iter().filter(|m| m.child.is_some() && !m.paused).map(|m| {
-            let endpoint = format!("http://{}", m.client_addr());
-            async move { status(&endpoint).await }
-        });
+        let asks = self
+            .members
+            .iter()
+            .filter(|m| m.child.is_some() && !m.paused)
+            .map(|m| {
+                let endpoint = format!("http://{}", m.client_addr());
+                async move { status(&endpoint).await }
+            });
         let answers = futures_util::future::join_all(asks).await;
         let (_, leader) = answers
             .into_iter()
@@ -368,7 +385,10 @@ impl EtcdServer {
 
     /// Each member's node name and etcd id, for the record.
     pub fn ids(&self) -> Vec<(String, u64)> {
-        self.members.iter().map(|m| (m.node.clone(), m.id)).collect()
+        self.members
+            .iter()
+            .map(|m| (m.node.clone(), m.id))
+            .collect()
     }
 
     /// Wait until member `i` answers on its peer listener (an HTTP answer to `/version`).
@@ -524,7 +544,10 @@ async fn status(endpoint: &str) -> Option<(u64, u64, u64)> {
         let id = s.header().map_or(0, |h| h.member_id());
         Some((s.raft_term(), s.leader(), id))
     };
-    tokio::time::timeout(2 * STATUS_TIMEOUT, ask).await.ok().flatten()
+    tokio::time::timeout(2 * STATUS_TIMEOUT, ask)
+        .await
+        .ok()
+        .flatten()
 }
 
 /// Run the child in a mount namespace of its own with `hosts` as its `/etc/hosts`, then as

@@ -287,7 +287,11 @@ impl LockServer {
     }
 
     /// A nemesis stop of member `node` (its own server; the routing db is the cluster's).
-    pub async fn stop_member(&mut self, node: &str, mode: crate::pg::StopMode) -> anyhow::Result<()> {
+    pub async fn stop_member(
+        &mut self,
+        node: &str,
+        mode: crate::pg::StopMode,
+    ) -> anyhow::Result<()> {
         self.etcd()?.stop_member(node, mode).await
     }
 
@@ -415,7 +419,10 @@ mod tests {
             target: "lock".into(),
         };
         let refused = alias_routing(&three, &mut stop).unwrap_err();
-        assert!(refused.contains("lock-leader") && refused.contains("lock-2"), "{refused}");
+        assert!(
+            refused.contains("lock-leader") && refused.contains("lock-2"),
+            "{refused}"
+        );
         let one = LockSection {
             service: LockKind::Etcd,
             members: 1,
