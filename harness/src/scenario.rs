@@ -453,8 +453,9 @@ pub fn validate(
         path: path.display().to_string(),
     };
     let mut file = file;
-    for f in &mut file.faults {
-        crate::lock::alias_routing(&file.lock, &mut f.kind);
+    for (i, f) in file.faults.iter_mut().enumerate() {
+        crate::lock::alias_routing(&file.lock, &mut f.kind)
+            .map_err(|m| v.field(&format!("fault[{i}]"), m))?;
     }
     let start_ms = v.time("start", &file.start)?;
     let mut end_ms = v.time("end", &file.end)?;
@@ -505,7 +506,8 @@ fn topology_of(file: &ScenarioFile) -> Topology {
         _ if file.lock.has_node() => Topology::with_lock(
             file.cluster.boxes,
             file.cluster.shards,
-            crate::lock::LOCK_NODE,
+            &file.lock.member_names(),
+            &[crate::lock::LOCK_LEADER],
         ),
         _ => Topology::new(file.cluster.boxes, file.cluster.shards),
     }

@@ -4,7 +4,7 @@
 
 use crate::backend::{BackendKind, Cluster, ClusterSpec};
 use crate::links::{link_target, Links};
-use crate::lock::{LockServer, LOCK_NODE};
+use crate::lock::{is_lock_node, LockServer};
 use crate::scenario::{Scenario, System};
 use crate::setup;
 use chaos_history::SeededTurbine;
@@ -111,7 +111,7 @@ impl Testbed {
         let nodes: Vec<String> = topology
             .nodes
             .iter()
-            .filter(|n| *n != LOCK_NODE)
+            .filter(|n| !is_lock_node(n))
             .cloned()
             .collect();
         let spec = ClusterSpec {
@@ -122,22 +122,34 @@ impl Testbed {
         };
         let began = Instant::now();
         let cluster = Cluster::start(o.backend, &spec).await?;
-        let lock = LockServer::start(&scenario.file.lock, o.backend, &o.run_id, &o.log_dir).await?;
-        let cluster_s = began.elapsed().as_secs_f64();
+        let mut lock =
+            LockServer::plan(&scenario.file.lock, o.backend, &o.run_id, &o.log_dir).await?;
+        let proxy_api = o.toxiproxy.clone().or_else(|| cluster.proxy_api());
+        let events = cluster.link_events().filter(|_| o.toxiproxy.is_none());
+        let links = Arc::new(Links::start(proxy_api.as_deref()).await?.with_events(events));
+        // A cluster's members find each other through the proxy: their links first.
+        let peers = lock.peer_links();
+        for (link, listen, upstream) in &peers {
+            links.add(link, listen, upstream).await?;
+        }
+        lock.launch().await?;
         // Tests plant a panic here to prove no server outlives the harness.
         if std::env::var("CHAOS_TEST_PANIC").as_deref() == Ok("after-cluster") {
             panic!("planted panic (CHAOS_TEST_PANIC) after the cluster started");
         }
-        let proxy_api = o.toxiproxy.clone().or_else(|| cluster.proxy_api());
-        let events = cluster.link_events().filter(|_| o.toxiproxy.is_none());
-        let links = Arc::new(Links::start(proxy_api.as_deref()).await?.with_events(events));
+        let cluster_s = began.elapsed().as_secs_f64();
+        let others: Vec<String> = topology
+            .links()
+            .into_iter()
+            .filter(|l| !peers.iter().any(|p| &p.0 == l))
+            .collect();
         add_links(
             &links,
-            &topology.links(),
+            &others,
             |link, i| cluster.link_listen(link, i),
-            |node| match node {
-                LOCK_NODE => lock.upstream().unwrap_or_default(),
-                node => cluster.upstream(node),
+            |node| match lock.upstream(node) {
+                Some(addr) => addr,
+                None => cluster.upstream(node),
             },
         )
         .await?;

@@ -186,3 +186,179 @@ fn python3_etcd3_lock_recipe_fenced_by_the_revision_is_valid() {
     );
     fenced_refuses_the_stale_write(&r);
 }
+
+/// The nemesis's `pause` on the role `lock-leader`: resolved to a member when it landed, and
+/// the members named (the story names who led).
+fn leader_pause_named(o: &Outcome) -> String {
+    let pause: Value = o
+        .history
+        .lines()
+        .filter_map(|l| serde_json::from_str::<Value>(l).ok())
+        .find(|op| {
+            op["process"] == "nemesis"
+                && op["f"] == "pause"
+                && op["type"] == "ok"
+                && op["value"]["role"] == "lock-leader"
+        })
+        .unwrap_or_else(|| panic!("no pause of lock-leader landed\n{}", o.summary()));
+    let target = pause["value"]["target"].as_str().unwrap_or("").to_string();
+    assert!(
+        ["lock-1", "lock-2", "lock-3"].contains(&target.as_str()),
+        "lock-leader resolved to a member: {pause}"
+    );
+    assert_eq!(
+        pause["value"]["leader"].as_str(),
+        Some(target.as_str()),
+        "{pause}"
+    );
+    assert_eq!(
+        pause["value"]["members"], "lock-1, lock-2, lock-3",
+        "{pause}"
+    );
+    let resume = o
+        .history
+        .lines()
+        .filter_map(|l| serde_json::from_str::<Value>(l).ok())
+        .find(|op| {
+            op["process"] == "nemesis"
+                && op["f"] == "resume"
+                && op["type"] == "ok"
+                && op["value"]["role"] == "lock-leader"
+        })
+        .unwrap_or_else(|| panic!("the paused leader was never resumed\n{}", o.summary()));
+    assert_eq!(
+        resume["value"]["target"].as_str(),
+        Some(target.as_str()),
+        "the same member resumed: {resume}"
+    );
+    target
+}
+
+/// The seed's sharp edge on a three-member etcd: the leader paused with the holder; lease
+/// only loses data.
+#[test]
+fn etcd_leader_three_members_lease_only_loses_data() {
+    let r = run("etcd-leader", &[], "invalid");
+    lease_only_loses_data(&r);
+    let led = leader_pause_named(&r.outcome);
+    let figures = read_json(&r.dir.join("figures.json"));
+    println!(
+        "lock-leader was {led}; three members up in {} s",
+        figures["wall_s"]["lock_started"]
+    );
+    assert!(figures["wall_s"]["lock_started"].as_f64().unwrap_or(0.0) > 0.0);
+}
+
+/// The same, fenced by the owner key's revision: the stale write is refused.
+#[test]
+fn etcd_leader_three_members_fenced_by_the_revision_is_valid() {
+    let r = run("etcd-leader", &["--fencing", "on"], "valid");
+    fenced_refuses_the_stale_write(&r);
+    leader_pause_named(&r.outcome);
+}
+
+/// A put through `addr` within a second: whether the member could commit it.
+async fn commits(addr: &str) -> bool {
+    let options = etcd_client::ConnectOptions::new()
+        .with_connect_timeout(std::time::Duration::from_millis(500))
+        .with_timeout(std::time::Duration::from_secs(1));
+    let Ok(mut c) = etcd_client::Client::connect([format!("http://{addr}")], Some(options)).await
+    else {
+        return false;
+    };
+    c.put("/peer-test", "x", None).await.is_ok()
+}
+
+/// Peer traffic goes through the proxy, one link per direction: with lock-1's four peer links
+/// down it is cut off from the others. It names no leader and cannot commit, while lock-2 and
+/// lock-3 agree on a leader that is not lock-1 and commit; healed, lock-1 commits again.
+#[test]
+fn a_member_whose_peer_links_are_down_is_cut_off_from_the_others() {
+    use chaos_harness::links::Links;
+    use chaos_harness::lock::{LockKind, LockSection, LockServer};
+    let _one = one_at_a_time();
+    let logs = temp_dir("etcd-peers");
+    let run_id = format!("test-etcd-peers-{}", std::process::id());
+    let rt = tokio::runtime::Runtime::new().unwrap();
+    rt.block_on(async {
+        let section = LockSection {
+            service: LockKind::Etcd,
+            members: 3,
+        };
+        let backend = chaos_harness::backend::BackendKind::Process;
+        let mut lock = LockServer::plan(&section, backend, &run_id, &logs)
+            .await
+            .unwrap();
+        let links = Links::start(None).await.unwrap();
+        let peers = lock.peer_links();
+        assert_eq!(peers.len(), 6, "{peers:?}");
+        for (link, listen, upstream) in &peers {
+            links.add(link, listen, upstream).await.unwrap();
+        }
+        lock.launch().await.unwrap();
+        println!("{}", lock.describe().unwrap());
+        let addr = |n: &str| lock.upstream(n).unwrap();
+        assert!(
+            commits(&addr("lock-1")).await,
+            "the cluster commits before the cut"
+        );
+        let cut = [
+            "lock-1->lock-2",
+            "lock-1->lock-3",
+            "lock-2->lock-1",
+            "lock-3->lock-1",
+        ];
+        for l in cut {
+            links.down_with(links.client(), l).await.unwrap();
+        }
+        // The design's promise, whatever the timing: once cut off, lock-1 can name no leader
+        // (etcd's leader steps down without a quorum) and the other two elect one of them.
+        let began = std::time::Instant::now();
+        let views = loop {
+            let views = lock.views().await;
+            let one = &views[0];
+            let others_agree = views[1].1.is_some()
+                && views[1].1 == views[2].1
+                && views[1].1.as_deref() != Some("lock-1");
+            if one.1.is_none() && others_agree {
+                break views;
+            }
+            assert!(
+                began.elapsed().as_secs() < 30,
+                "lock-1 still in the cluster 30 s after its peer links went down: {views:?}"
+            );
+            tokio::time::sleep(std::time::Duration::from_millis(50)).await;
+        };
+        println!("cut off: {views:?}");
+        assert!(
+            !commits(&addr("lock-1")).await,
+            "lock-1 commits nothing on its own"
+        );
+        assert!(
+            commits(&addr("lock-2")).await,
+            "lock-2 and lock-3 are a majority"
+        );
+        let log = std::fs::read_to_string(logs.join("lock-1.log")).unwrap();
+        assert!(
+            log.contains("lost TCP streaming connection with remote peer")
+                || log.contains("peer became inactive"),
+            "lock-1's log says it lost its peers"
+        );
+        for l in cut {
+            links.heal(l).await.unwrap();
+        }
+        let began = std::time::Instant::now();
+        while !commits(&addr("lock-1")).await {
+            assert!(
+                began.elapsed().as_secs() < 30,
+                "lock-1 never rejoined: {:?}",
+                lock.views().await
+            );
+        }
+        lock.stop().await;
+        links.shutdown().await;
+    });
+    let data = chaos_harness::backend::process::data_root().join(&run_id);
+    assert_none_left(&data.display().to_string(), 10);
+    let _ = std::fs::remove_dir_all(&data);
+}

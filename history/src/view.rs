@@ -85,6 +85,9 @@ impl<'a> OpView<'a> {
                     repeated_key: field("repeated_key"),
                     object: field("object"),
                     version: field("version"),
+                    role: field("role"),
+                    leader: field("leader"),
+                    members: field("members"),
                 }
             } else {
                 ValueFields::default()
@@ -124,6 +127,11 @@ pub struct ValueFields<'a> {
     pub repeated_key: Option<Scalar<'a>>,
     pub object: Option<Scalar<'a>>,
     pub version: Option<Scalar<'a>>,
+    /// A fault on a role a lock service's member plays (`lock-leader`): the role, the member
+    /// that led when it was applied, and the members.
+    pub role: Option<Scalar<'a>>,
+    pub leader: Option<Scalar<'a>>,
+    pub members: Option<Scalar<'a>>,
 }
 
 impl<'a> ValueFields<'a> {
@@ -151,6 +159,9 @@ impl<'a> ValueFields<'a> {
             "repeated_key" => self.repeated_key.as_ref(),
             "object" => self.object.as_ref(),
             "version" => self.version.as_ref(),
+            "role" => self.role.as_ref(),
+            "leader" => self.leader.as_ref(),
+            "members" => self.members.as_ref(),
             _ => None,
         }
     }
@@ -188,6 +199,9 @@ impl<'a> ValueFields<'a> {
             "repeated_key" => &mut self.repeated_key,
             "object" => &mut self.object,
             "version" => &mut self.version,
+            "role" => &mut self.role,
+            "leader" => &mut self.leader,
+            "members" => &mut self.members,
             _ => return None,
         })
     }

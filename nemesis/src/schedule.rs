@@ -177,17 +177,37 @@ fn validate(index: usize, fault: &Fault, topology: &Topology) -> Result<Vec<Stri
         });
     }
     match &fault.kind {
-        FaultKind::Pause { target, .. }
-        | FaultKind::Kill { target }
-        | FaultKind::Clock { target, .. } => {
+        FaultKind::Pause { target, .. } | FaultKind::Kill { target } => {
+            // A lock service's member is a process too: it can be paused or killed.
+            if role.is_none()
+                && !topology.boxes.contains(target)
+                && !topology.members.contains(target)
+            {
+                let known: Vec<String> = topology
+                    .boxes
+                    .iter()
+                    .chain(&topology.members)
+                    .cloned()
+                    .collect();
+                return Err(unknown("box", target, &known));
+            }
+            Ok(vec![])
+        }
+        FaultKind::Clock { target, .. } => {
             if role.is_none() && !topology.boxes.contains(target) {
                 return Err(unknown("box", target, &topology.boxes));
             }
             Ok(vec![])
         }
         FaultKind::Stop { target } | FaultKind::Crash { target } => {
-            if !topology.nodes.contains(target) {
-                return Err(unknown("node", target, &topology.nodes));
+            if !topology.nodes.contains(target) && !topology.members.contains(target) {
+                let mut known = topology.nodes.clone();
+                for m in &topology.members {
+                    if !known.contains(m) {
+                        known.push(m.clone());
+                    }
+                }
+                return Err(unknown("node", target, &known));
             }
             Ok(vec![])
         }

@@ -15,6 +15,9 @@ pub struct Topology {
     pub clients: Vec<String>,
     /// Every link `client->node` that exists.
     links: Vec<String>,
+    /// Nodes that are processes a signal fault may pause or kill too (a lock service's
+    /// members), and the roles a fault may name for one (`lock-leader`, resolved when it lands).
+    pub members: Vec<String>,
 }
 
 impl Topology {
@@ -39,17 +42,29 @@ impl Topology {
             nodes,
             clients,
             links,
+            members: vec![],
         }
     }
 
-    /// The mover's names with a lock service of its own: `node` (after the shards), linked
-    /// from every box (the ingest never asks the lock).
-    pub fn with_lock(boxes: usize, shards: usize, node: &str) -> Topology {
+    /// The mover's names with a lock service of its own: `members` (nodes after the shards),
+    /// each linked from every box (the ingest never asks the lock) and, with more than one,
+    /// from every other member (`lock-1->lock-2`: peer traffic, one link per direction);
+    /// `roles` are names a fault may give a member by, resolved when it lands (`lock-leader`).
+    pub fn with_lock(boxes: usize, shards: usize, members: &[String], roles: &[&str]) -> Topology {
         let mut t = Topology::new(boxes, shards);
-        t.nodes.push(node.to_string());
-        for b in &t.boxes {
-            t.links.push(format!("{b}->{node}"));
+        for m in members {
+            t.nodes.push(m.clone());
+            for b in &t.boxes {
+                t.links.push(format!("{b}->{m}"));
+            }
         }
+        for from in members.iter().filter(|_| members.len() > 1) {
+            for to in members.iter().filter(|to| *to != from) {
+                t.links.push(format!("{from}->{to}"));
+            }
+        }
+        t.members = members.to_vec();
+        t.members.extend(roles.iter().map(|r| r.to_string()));
         t
     }
 
@@ -68,6 +83,7 @@ impl Topology {
             nodes,
             clients,
             links,
+            members: vec![],
         }
     }
 
@@ -146,6 +162,30 @@ mod tests {
             4 * 4 + 3
         );
         assert!(LinkPattern::parse("box-2").is_none());
+    }
+
+    #[test]
+    fn a_three_member_lock_has_a_link_per_direction_between_members() {
+        let members: Vec<String> = (1..=3).map(|i| format!("lock-{i}")).collect();
+        let t = Topology::with_lock(4, 3, &members, &["lock-leader"]);
+        assert_eq!(t.shards().len(), 3);
+        let peers = LinkPattern::parse("lock-*->lock-*").unwrap().resolve(&t);
+        assert_eq!(peers.len(), 6);
+        assert!(peers.contains(&"lock-1->lock-2".to_string()));
+        assert!(peers.contains(&"lock-2->lock-1".to_string()));
+        assert_eq!(
+            LinkPattern::parse("box-*->lock-2")
+                .unwrap()
+                .resolve(&t)
+                .len(),
+            4
+        );
+        assert!(t.members.contains(&"lock-leader".to_string()));
+        let one = Topology::with_lock(4, 3, &["lock".to_string()], &[]);
+        assert!(LinkPattern::parse("lock->*")
+            .unwrap()
+            .resolve(&one)
+            .is_empty());
     }
 
     #[test]

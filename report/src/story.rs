@@ -418,10 +418,10 @@ impl StoryFold {
         let verb: &str = &e.op.f;
         match e.op.kind {
             OpType::Invoke if verb != "start" => {
-                self.tell(e.t, format!("nemesis: {verb} {}", e.s("target")))
+                self.tell(e.t, format!("nemesis: {verb} {}{}", e.s("target"), role(e)))
             }
             OpType::Ok if verb == "start" => {
-                self.tell(e.t, format!("nemesis: {verb} {}", e.s("target")))
+                self.tell(e.t, format!("nemesis: {verb} {}{}", e.s("target"), role(e)))
             }
             OpType::Info => self.tell(
                 e.t,
@@ -465,6 +465,26 @@ impl StoryFold {
         }
         out
     }
+}
+
+/// What a fault on a role a member plays says of it: ` (lock-leader; lock-2 leads of lock-1,
+/// lock-2, lock-3)`, or nothing.
+fn role(e: &Event) -> String {
+    let role = e.s("role");
+    if role.is_empty() {
+        return role;
+    }
+    let leader = match e.s("leader").as_str() {
+        "" | "null" => "no member leads".to_string(),
+        l => format!("{l} leads"),
+    };
+    let members = e.s("members");
+    let of = if members.is_empty() {
+        String::new()
+    } else {
+        format!(" of {members}")
+    };
+    format!(" ({role}; {leader}{of})")
 }
 
 /// A scenario time that saturates rather than overflows for an absurd `time_ns`.

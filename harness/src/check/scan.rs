@@ -435,6 +435,9 @@ impl<'a> Cursor<'a> {
                 "repeated_key" => Some(&mut v.repeated_key),
                 "object" => Some(&mut v.object),
                 "version" => Some(&mut v.version),
+                "role" => Some(&mut v.role),
+                "leader" => Some(&mut v.leader),
+                "members" => Some(&mut v.members),
                 "turbines" => {
                     // Not an array: no list, as the fold reads it.
                     turbines = match self.peek()? {

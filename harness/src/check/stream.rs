@@ -234,7 +234,7 @@ enum Field {
 }
 
 /// The `ValueFields` a record keeps, in this order.
-const FIELDS: usize = 20;
+const FIELDS: usize = 23;
 
 /// One decoded line, owned by its batch.
 struct Rec {
@@ -341,6 +341,9 @@ impl Batch {
                 repeated_key: f(17),
                 object: f(18),
                 version: f(19),
+                role: f(20),
+                leader: f(21),
+                members: f(22),
             },
         )
     }
@@ -525,6 +528,9 @@ fn record(
         batch.field(&v.repeated_key),
         batch.field(&v.object),
         batch.field(&v.version),
+        batch.field(&v.role),
+        batch.field(&v.leader),
+        batch.field(&v.members),
     ];
     // The fold reads completions, and an ingest batch's invoke too (a batch never answered
     // may have landed); other invokes it only counts.

@@ -15,7 +15,8 @@ pub(super) async fn lead(n: &Nemesis, op: &NemesisOp) -> Duration {
         return PREPARE;
     }
     if let Some(lock) = n.lock_server(op.kind.target()) {
-        return PREPARE + (2 * lock.lock().await.last_start()).max(Duration::from_millis(50));
+        let last = lock.lock().await.last_start(op.kind.target());
+        return PREPARE + (2 * last).max(Duration::from_millis(50));
     }
     let c = n.cluster.lock().await;
     PREPARE + (2 * c.last_start(op.kind.target())).max(c.start_lead_floor())
@@ -62,7 +63,7 @@ async fn stop(
     invoke.fire();
     let began = Instant::now();
     match n.lock_server(target) {
-        Some(lock) => lock.lock().await.stop_member(mode).await,
+        Some(lock) => lock.lock().await.stop_member(target, mode).await,
         None => n.cluster.lock().await.stop_node(target, mode).await,
     }
     .map_err(|e| e.to_string())?;
@@ -81,7 +82,7 @@ async fn start(
     held: &ToxiproxyClient,
 ) -> Result<Applied, String> {
     let took = match n.lock_server(target) {
-        Some(lock) => lock.lock().await.start_member().await,
+        Some(lock) => lock.lock().await.start_member(target).await,
         None => n.cluster.lock().await.start_node(target).await,
     }
     .map_err(|e| e.to_string())?;

@@ -39,6 +39,22 @@ pub struct Nemesis {
     cancel: Arc<std::sync::atomic::AtomicBool>,
     /// The lock service's own server (etcd), the node `lock`: set by a run that has one.
     pub lock: std::sync::OnceLock<Arc<tokio::sync::Mutex<crate::lock::LockServer>>>,
+    /// The member each `lock-leader` fault landed on, by fault index (its heal goes there too).
+    leaders: Mutex<std::collections::HashMap<usize, String>>,
+}
+
+/// A node or box fault on another target.
+fn with_target(kind: &FaultKind, name: &str) -> FaultKind {
+    let mut kind = kind.clone();
+    match &mut kind {
+        FaultKind::Pause { target, .. }
+        | FaultKind::Kill { target }
+        | FaultKind::Stop { target }
+        | FaultKind::Crash { target }
+        | FaultKind::Clock { target, .. } => *target = name.to_string(),
+        _ => {}
+    }
+    kind
 }
 
 /// How far ahead of its instant a proxy change begins (its reads), real time.
@@ -112,14 +128,57 @@ impl Nemesis {
             lags_us: Mutex::new(vec![]),
             cancel: Arc::new(std::sync::atomic::AtomicBool::new(false)),
             lock: std::sync::OnceLock::new(),
+            leaders: Mutex::new(Default::default()),
         })
     }
 
-    /// The lock service's server when `node` is it (the `lock` node of a service that has one).
+    /// The lock service's server when `node` is one of its members (`lock`, `lock-2`, or the
+    /// role `lock-leader`) and the service has a server of its own.
     fn lock_server(&self, node: &str) -> Option<&Arc<tokio::sync::Mutex<crate::lock::LockServer>>> {
-        (node == crate::lock::LOCK_NODE)
+        crate::lock::is_lock_node(node)
             .then(|| self.lock.get())
             .flatten()
+    }
+
+    /// A fault on the role `lock-leader` made a fault on the member that leads when it lands
+    /// (its heal on the same member), with what the record says of it: the role, the members
+    /// by etcd id and who led. Unchanged for any other target.
+    async fn resolve_leader(&self, op: &NemesisOp) -> Result<(NemesisOp, Value), String> {
+        if op.kind.target() != crate::lock::LOCK_LEADER || op.kind.is_link_fault() {
+            return Ok((op.clone(), Value::Null));
+        }
+        let Some(lock) = self.lock.get() else {
+            return Err("lock-leader names an etcd member, and the lock has no server".into());
+        };
+        let (now, ids) = lock.lock().await.leader().await;
+        let known = self.leaders.lock().unwrap().get(&op.fault).cloned();
+        let member = match (known, op.heal) {
+            (Some(m), _) => m,
+            (None, false) => now
+                .clone()
+                .ok_or("no member named a leader when the fault landed")?,
+            (None, true) => return Err("its fault never landed on a member".into()),
+        };
+        self.leaders
+            .lock()
+            .unwrap()
+            .insert(op.fault, member.clone());
+        let mut resolved = op.clone();
+        resolved.kind = with_target(&op.kind, &member);
+        let names: Vec<&str> = ids.iter().map(|(n, _)| n.as_str()).collect();
+        let by_id: serde_json::Map<String, Value> = ids
+            .iter()
+            .map(|(n, id)| (n.clone(), json!(format!("{id:x}"))))
+            .collect();
+        Ok((
+            resolved,
+            json!({
+                "role": crate::lock::LOCK_LEADER,
+                "leader": now,
+                "members": names.join(", "),
+                "member_ids": by_id,
+            }),
+        ))
     }
 
     /// Real instant an operation is scheduled for.
@@ -211,6 +270,14 @@ impl Nemesis {
     /// The invoke is recorded when the operation takes effect: when a held proxy change is
     /// sent, else at `at`.
     async fn apply_recorded(&self, op: &NemesisOp, at: Instant, cancellable: bool) {
+        let (op, role) = match self.resolve_leader(op).await {
+            Ok(r) => r,
+            Err(e) => (
+                op.clone(),
+                json!({ "role": crate::lock::LOCK_LEADER, "error": e }),
+            ),
+        };
+        let op = &op;
         let target = op.kind.target().to_string();
         let mut value = json!({
             "target": target,
@@ -218,6 +285,11 @@ impl Nemesis {
             "scheduled": ScenarioClock::format(op.at_ms),
             "scheduled_ms": op.at_ms,
         });
+        if let Value::Object(m) = role {
+            for (k, v) in m {
+                value[k] = v;
+            }
+        }
         if !op.links.is_empty() {
             value["links"] = json!(op.links);
         }
@@ -230,7 +302,11 @@ impl Nemesis {
             Some(invoke.hook()),
             cancellable.then(|| self.cancel.clone()),
         );
-        let result = self.apply(op, at, &held, &invoke).await;
+        let result = match value.get("error").and_then(Value::as_str) {
+            // A `lock-leader` nobody could be named for: said, not applied.
+            Some(e) => Err(e.to_string()),
+            None => self.apply(op, at, &held, &invoke).await,
+        };
         invoke.fire();
         // The operation lands when its change was answered (a held proxy change; a database
         // start when its links open, or when it accepts connections), else when applied.

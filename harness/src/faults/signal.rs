@@ -1,4 +1,4 @@
-//! The signal family: a mover paused (SIGSTOP, or the docker cgroup freezer) and resumed, or killed (SIGKILL) and started again.
+//! The signal family: a mover paused (SIGSTOP, or the docker cgroup freezer) and resumed, or killed (SIGKILL) and started again; a lock service's member the same (its server's own process).
 
 use super::{Applied, Invoke, Nemesis, PREPARE};
 use chaos_nemesis::{FaultKind, NemesisOp};
@@ -25,6 +25,9 @@ pub(super) async fn apply(
     invoke: &Invoke,
 ) -> Result<Applied, String> {
     let target = op.kind.target();
+    if let Some(lock) = n.lock_server(target) {
+        return lock_member(lock, op, at, invoke).await;
+    }
     if let (FaultKind::Kill { .. }, true) = (&op.kind, op.heal) {
         return restart(n, target, at, invoke).await;
     }
@@ -100,4 +103,41 @@ async fn restart(
         extra: json!({ "spawn_real_us": began.elapsed().as_micros() as u64 }),
         landed: Some(Instant::now()),
     })
+}
+
+/// A lock service's member paused (SIGSTOP) and resumed, or killed (SIGKILL, its data kept)
+/// and started again, at the instant.
+async fn lock_member(
+    lock: &tokio::sync::Mutex<crate::lock::LockServer>,
+    op: &NemesisOp,
+    at: Instant,
+    invoke: &Invoke,
+) -> Result<Applied, String> {
+    let target = op.kind.target();
+    tokio::time::sleep_until(at.into()).await;
+    invoke.fire();
+    let mut lock = lock.lock().await;
+    match (&op.kind, op.heal) {
+        (FaultKind::Pause { .. }, heal) => {
+            lock.pause_member(target, !heal)
+                .map_err(|e| e.to_string())?;
+            Ok(Applied::now(match heal {
+                false => json!({ "how": "SIGSTOP" }),
+                true => Value::Null,
+            }))
+        }
+        (FaultKind::Kill { .. }, false) => {
+            lock.stop_member(target, crate::pg::StopMode::Immediate)
+                .await
+                .map_err(|e| e.to_string())?;
+            Ok(Applied::now(Value::Null))
+        }
+        (FaultKind::Kill { .. }, true) => {
+            let took = lock.start_member(target).await.map_err(|e| e.to_string())?;
+            Ok(Applied::now(
+                json!({ "start_real_ms": took.as_millis() as u64 }),
+            ))
+        }
+        (other, _) => Err(format!("{} is not a signal fault", other.verb())),
+    }
 }

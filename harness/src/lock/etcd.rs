@@ -1,13 +1,24 @@
-//! etcd as the lock service's server: Debian's `etcd-server` (3.4) run as a local process on 127.0.0.1 and free ports, as the unprivileged user when the harness is root, its data under the run's data directory and its log in the run's `logs/`; stopped (and its data removed) on every path.
+//! etcd as the lock service's server: Debian's `etcd-server` (3.4) run as local processes on 127.0.0.1 and free ports, as the unprivileged user when the harness is root, their data under the run's data directory and their logs in the run's `logs/`; stopped (and their data removed) on every path.
+//!
+//! One member is the node `lock`. Three members (`lock-1`, `lock-2`, `lock-3`) form a real
+//! cluster whose peer traffic goes through the proxy, one link per direction: each member
+//! advertises a host name (`http://lock-2:P`), the same for all, and runs in a mount namespace
+//! of its own whose `/etc/hosts` maps every other member's name to a loopback address unique to
+//! the pair (member 1 sees `lock-2` at 127.1.2.1, member 3 at 127.3.2.1). The proxy's link
+//! `lock-1->lock-2` listens on 127.1.2.1:P and forwards to lock-2's peer listener on
+//! 127.0.0.1:P, so cutting it cuts what lock-1 sends lock-2 and nothing else.
 
 use crate::procs;
+use std::os::unix::ffi::OsStrExt;
 use std::path::{Path, PathBuf};
 use std::process::Stdio;
 use std::time::{Duration, Instant};
 use tokio::process::{Child, Command};
 
-/// How long a member may take to answer its first status call.
+/// How long a member may take to answer its first status call (and the cluster to elect).
 const READY_TIMEOUT: Duration = Duration::from_secs(20);
+/// How long one status call may take (a paused member never answers).
+const STATUS_TIMEOUT: Duration = Duration::from_millis(200);
 
 /// The etcd binary: `CHAOS_ETCD` or Debian's.
 fn binary() -> anyhow::Result<PathBuf> {
@@ -23,66 +34,200 @@ fn binary() -> anyhow::Result<PathBuf> {
     )
 }
 
-/// One etcd member, running.
-pub struct EtcdServer {
+/// One member of the cluster.
+struct Member {
+    /// The node name scenarios give it: `lock` (one member) or `lock-N`.
+    node: String,
+    /// Its number, from 1 (etcd's `--name` is `lock-N`).
+    n: usize,
     child: Option<Child>,
     client_port: u16,
+    /// Its peer listener on 127.0.0.1, also the port its advertised peer URL names.
     peer_port: u16,
-    bin: PathBuf,
-    run_as: Option<(u32, u32)>,
     data_dir: PathBuf,
     log_path: PathBuf,
+    /// Its own `/etc/hosts` (three members), bind-mounted in its mount namespace.
+    hosts: Option<PathBuf>,
+    /// etcd's member id, learnt from its first status answer.
+    id: u64,
+    paused: bool,
+    started_in: Duration,
+}
+
+impl Member {
+    fn name(&self) -> String {
+        format!("lock-{}", self.n)
+    }
+
+    fn client_addr(&self) -> String {
+        format!("127.0.0.1:{}", self.client_port)
+    }
+
+    /// The peer URL every member knows it by.
+    fn peer_url(&self, cluster: bool) -> String {
+        match cluster {
+            true => format!("http://{}:{}", self.name(), self.peer_port),
+            false => format!("http://127.0.0.1:{}", self.peer_port),
+        }
+    }
+
+    fn pid(&self) -> Option<i32> {
+        self.child.as_ref().and_then(|c| c.id()).map(|p| p as i32)
+    }
+}
+
+/// The etcd members, planned (ports and names) or running.
+pub struct EtcdServer {
+    members: Vec<Member>,
+    bin: PathBuf,
+    run_as: Option<(u32, u32)>,
     version: String,
-    /// Real time from spawn to its first answer.
+    /// Real time from the first spawn to every member answering with a leader.
     pub started_in: Duration,
 }
 
+/// `127.I.J.1`: where member I reaches member J (the proxy's link `lock-I->lock-J`).
+fn pair_ip(from: usize, to: usize) -> String {
+    format!("127.{from}.{to}.1")
+}
+
 impl EtcdServer {
-    /// Start one member and wait until it answers.
-    pub async fn start(run_id: &str, log_dir: &Path) -> anyhow::Result<EtcdServer> {
-        let began = Instant::now();
+    /// Choose the members' names, ports and directories; nothing runs yet (the peer links
+    /// must be up before a cluster can form).
+    /// `nodes` are the members' node names (`lock`, or `lock-1` .. `lock-3`).
+    pub async fn plan(
+        run_id: &str,
+        log_dir: &Path,
+        nodes: &[String],
+    ) -> anyhow::Result<EtcdServer> {
+        let count = nodes.len();
         let bin = binary()?;
+        if count > 1 && unsafe { libc::geteuid() } != 0 {
+            anyhow::bail!(
+                "[lock] members = {count} needs root: each member runs in a mount namespace of its own (its /etc/hosts sends its peer traffic through the proxy); run as root, or use members = 1"
+            );
+        }
         let run_as = crate::pg::PgInstall::find().ok().and_then(|i| i.run_as);
         // Inside the run's data directory, so whatever removes the databases' data (the run,
-        // or the next command after a SIGKILL) removes the member's too.
-        let data_dir = crate::backend::process::data_root()
-            .join(run_id)
-            .join("lock-1");
-        std::fs::create_dir_all(&data_dir)
-            .map_err(|e| anyhow::anyhow!("create {}: {e}", data_dir.display()))?;
-        if let Some((uid, gid)) = run_as {
-            std::os::unix::fs::chown(&data_dir, Some(uid), Some(gid))
-                .map_err(|e| anyhow::anyhow!("chown {}: {e}", data_dir.display()))?;
+        // or the next command after a SIGKILL) removes the members' too.
+        let run_dir = crate::backend::process::data_root().join(run_id);
+        let mut members = Vec::new();
+        for (n, node) in (1..=count).zip(nodes) {
+            let data_dir = run_dir.join(format!("lock-{n}"));
+            std::fs::create_dir_all(&data_dir)
+                .map_err(|e| anyhow::anyhow!("create {}: {e}", data_dir.display()))?;
+            if let Some((uid, gid)) = run_as {
+                std::os::unix::fs::chown(&data_dir, Some(uid), Some(gid))
+                    .map_err(|e| anyhow::anyhow!("chown {}: {e}", data_dir.display()))?;
+            }
+            members.push(Member {
+                node: node.clone(),
+                n,
+                child: None,
+                client_port: procs::free_port()?,
+                peer_port: procs::free_port()?,
+                data_dir,
+                log_path: log_dir.join(format!("lock-{n}.log")),
+                hosts: (count > 1).then(|| run_dir.join(format!("lock-{n}.hosts"))),
+                id: 0,
+                paused: false,
+                started_in: Duration::ZERO,
+            });
         }
-        let mut server = EtcdServer {
-            child: None,
-            client_port: procs::free_port()?,
-            peer_port: procs::free_port()?,
+        for m in &members {
+            if let Some(path) = &m.hosts {
+                let mut text = format!("127.0.0.1 localhost\n127.0.0.1 {}\n", m.name());
+                for other in members.iter().filter(|o| o.n != m.n) {
+                    text.push_str(&format!("{} {}\n", pair_ip(m.n, other.n), other.name()));
+                }
+                std::fs::write(path, text)
+                    .map_err(|e| anyhow::anyhow!("write {}: {e}", path.display()))?;
+            }
+        }
+        Ok(EtcdServer {
+            members,
             version: version(&bin).await,
             bin,
             run_as,
-            data_dir,
-            log_path: log_dir.join("lock-1.log"),
             started_in: Duration::ZERO,
-        };
-        server.spawn()?;
-        server.wait_ready(began).await?;
-        server.started_in = began.elapsed();
-        Ok(server)
+        })
     }
 
-    /// Spawn the member on its data directory and ports (a restart keeps both).
-    fn spawn(&mut self) -> anyhow::Result<()> {
+    /// Start every member and wait until each answers and knows a leader.
+    pub async fn launch(&mut self) -> anyhow::Result<()> {
+        let began = Instant::now();
+        // One after another, each once it serves its peers: a new member first asks every
+        // other member whether it was bootstrapped, and a member that is listening but not yet
+        // serving (itself still asking) holds the question for etcd's whole 1 s timeout; a
+        // member not started yet refuses at once. Together the three took 2.06 s; so, 0.2 s.
+        for i in 0..self.members.len() {
+            self.spawn(i)?;
+            if self.members.len() > 1 {
+                self.wait_serving_peers(i, began).await?;
+            }
+        }
+        for i in 0..self.members.len() {
+            self.wait_ready(i, began, true).await?;
+            self.members[i].started_in = began.elapsed();
+        }
+        self.started_in = began.elapsed();
+        Ok(())
+    }
+
+    /// The peer links (three members): `(link, listen, upstream)`, `lock-1->lock-2` listening
+    /// where lock-1 finds lock-2 and forwarding to lock-2's peer listener.
+    pub fn peer_links(&self) -> Vec<(String, String, String)> {
+        let mut out = Vec::new();
+        for from in self.members.iter().filter(|_| self.members.len() > 1) {
+            for to in self.members.iter().filter(|t| t.n != from.n) {
+                out.push((
+                    format!("{}->{}", from.node, to.node),
+                    format!("{}:{}", pair_ip(from.n, to.n), to.peer_port),
+                    format!("127.0.0.1:{}", to.peer_port),
+                ));
+            }
+        }
+        out
+    }
+
+    /// The member scenarios call `node`.
+    fn index(&self, node: &str) -> anyhow::Result<usize> {
+        self.members
+            .iter()
+            .position(|m| m.node == node)
+            .ok_or_else(|| anyhow::anyhow!("{node} is not a member of the lock service"))
+    }
+
+    /// Whether `node` names a member.
+    pub fn has(&self, node: &str) -> bool {
+        self.index(node).is_ok()
+    }
+
+    /// The members' node names, in order.
+    pub fn nodes(&self) -> Vec<String> {
+        self.members.iter().map(|m| m.node.clone()).collect()
+    }
+
+    /// Spawn member `i` on its data directory and ports (a restart keeps both).
+    fn spawn(&mut self, i: usize) -> anyhow::Result<()> {
+        let cluster = self.members.len() > 1;
+        let initial = self
+            .members
+            .iter()
+            .map(|m| format!("{}={}", m.name(), m.peer_url(cluster)))
+            .collect::<Vec<_>>()
+            .join(",");
+        let m = &self.members[i];
         let log = std::fs::OpenOptions::new()
             .create(true)
             .append(true)
-            .open(&self.log_path)
-            .map_err(|e| anyhow::anyhow!("open {}: {e}", self.log_path.display()))?;
-        let client = format!("http://127.0.0.1:{}", self.client_port);
-        let peer = format!("http://127.0.0.1:{}", self.peer_port);
+            .open(&m.log_path)
+            .map_err(|e| anyhow::anyhow!("open {}: {e}", m.log_path.display()))?;
+        let client = format!("http://{}", m.client_addr());
+        let listen_peer = format!("http://127.0.0.1:{}", m.peer_port);
         let mut cmd = Command::new(&self.bin);
-        cmd.args(["--name", "lock-1", "--data-dir"])
-            .arg(&self.data_dir)
+        cmd.args(["--name", &m.name(), "--data-dir"])
+            .arg(&m.data_dir)
             .args([
                 "--listen-client-urls",
                 &client,
@@ -91,11 +236,11 @@ impl EtcdServer {
             ])
             .args([
                 "--listen-peer-urls",
-                &peer,
+                &listen_peer,
                 "--initial-advertise-peer-urls",
-                &peer,
+                &m.peer_url(cluster),
             ])
-            .args(["--initial-cluster", &format!("lock-1={peer}")])
+            .args(["--initial-cluster", &initial])
             .args(["--initial-cluster-state", "new"])
             // A scenario second is tens of real ms: elections and lease checks on that scale.
             .args(["--heartbeat-interval", "10", "--election-timeout", "100"])
@@ -104,22 +249,36 @@ impl EtcdServer {
             .stdout(log.try_clone()?)
             .stderr(log)
             .current_dir("/");
-        if let Some((uid, gid)) = self.run_as {
-            cmd.uid(uid).gid(gid);
+        match &m.hosts {
+            // Its own /etc/hosts, then its user: both in the child, in that order.
+            Some(hosts) => private_hosts(&mut cmd, hosts, self.run_as)?,
+            None => {
+                if let Some((uid, gid)) = self.run_as {
+                    cmd.uid(uid).gid(gid);
+                }
+            }
         }
         procs::own_group(&mut cmd);
         procs::die_with_parent(&mut cmd);
-        self.child = Some(
-            cmd.spawn()
-                .map_err(|e| anyhow::anyhow!("start {}: {e}", self.bin.display()))?,
-        );
+        let child = cmd
+            .spawn()
+            .map_err(|e| anyhow::anyhow!("start {}: {e}", self.bin.display()))?;
+        let m = &mut self.members[i];
+        m.child = Some(child);
+        m.paused = false;
         Ok(())
     }
 
-    /// The nemesis's stop: SIGTERM (`Fast`) or SIGKILL (`Immediate`, a crash); the data kept.
-    pub async fn stop_member(&mut self, mode: crate::pg::StopMode) -> anyhow::Result<()> {
-        let Some(mut child) = self.child.take() else {
-            anyhow::bail!("the etcd member is not running");
+    /// The nemesis's stop of `node`: SIGTERM (`Fast`) or SIGKILL (`Immediate`, a crash, and
+    /// a `kill`); the data kept.
+    pub async fn stop_member(
+        &mut self,
+        node: &str,
+        mode: crate::pg::StopMode,
+    ) -> anyhow::Result<()> {
+        let i = self.index(node)?;
+        let Some(mut child) = self.members[i].child.take() else {
+            anyhow::bail!("{node} is not running");
         };
         let sig = match mode {
             crate::pg::StopMode::Fast => libc::SIGTERM,
@@ -127,97 +286,310 @@ impl EtcdServer {
         };
         if let Some(pid) = child.id() {
             let pid = pid as i32;
-            tokio::task::spawn_blocking(move || procs::stop_now(pid, sig)).await?;
+            tokio::task::spawn_blocking(move || stop_now(pid, sig)).await?;
         }
         let _ = child.wait().await;
+        self.members[i].paused = false;
         Ok(())
     }
 
-    /// The nemesis's start: the member again on its data; how long until it answered.
-    pub async fn start_member(&mut self) -> anyhow::Result<Duration> {
-        if self.child.is_some() {
-            anyhow::bail!("the etcd member is already running");
+    /// The nemesis's start of `node`: the member again on its data; how long until it answered.
+    pub async fn start_member(&mut self, node: &str) -> anyhow::Result<Duration> {
+        let i = self.index(node)?;
+        if self.members[i].child.is_some() {
+            anyhow::bail!("{node} is already running");
         }
         let began = Instant::now();
-        self.spawn()?;
-        self.wait_ready(began).await?;
-        self.started_in = began.elapsed();
-        Ok(self.started_in)
+        self.spawn(i)?;
+        // A member started again answers once up; it may find no leader (its peers cut off).
+        self.wait_ready(i, began, false).await?;
+        self.members[i].started_in = began.elapsed();
+        Ok(self.members[i].started_in)
     }
 
-    async fn wait_ready(&mut self, began: Instant) -> anyhow::Result<()> {
-        let endpoint = format!("http://{}", self.client_addr());
+    /// The nemesis's pause (SIGSTOP) or resume (SIGCONT) of `node`.
+    pub fn pause_member(&mut self, node: &str, pause: bool) -> anyhow::Result<()> {
+        let i = self.index(node)?;
+        let Some(pid) = self.members[i].pid() else {
+            anyhow::bail!("{node} is not running");
+        };
+        let sig = if pause { libc::SIGSTOP } else { libc::SIGCONT };
+        if unsafe { libc::kill(pid, sig) } != 0 {
+            anyhow::bail!("signal {node}: {}", std::io::Error::last_os_error());
+        }
+        self.members[i].paused = pause;
+        Ok(())
+    }
+
+    /// How long `node`'s last start took (the longest of all when `node` is none of them).
+    pub fn last_start(&self, node: &str) -> Duration {
+        match self.index(node) {
+            Ok(i) => self.members[i].started_in,
+            Err(_) => self
+                .members
+                .iter()
+                .map(|m| m.started_in)
+                .max()
+                .unwrap_or_default(),
+        }
+    }
+
+    /// The member that leads now, as the members say: of those that answer (a paused member
+    /// does not), the leader named at the highest raft term. None when none names one.
+    pub async fn leader(&self) -> Option<String> {
+        let asks = self
+            .members
+            .iter()
+            .filter(|m| m.child.is_some() && !m.paused)
+            .map(|m| {
+                let endpoint = format!("http://{}", m.client_addr());
+                async move { status(&endpoint).await }
+            });
+        let answers = futures_util::future::join_all(asks).await;
+        let (_, leader) = answers
+            .into_iter()
+            .flatten()
+            .filter(|(_, leader, _)| *leader != 0)
+            .map(|(term, leader, _)| (term, leader))
+            .max()?;
+        self.members
+            .iter()
+            .find(|m| m.id == leader)
+            .map(|m| m.node.clone())
+    }
+
+    /// What each member says now: its node name, the member it names as leader (None: none,
+    /// or it did not answer) and its raft term (0 when it did not answer).
+    pub async fn views(&self) -> Vec<(String, Option<String>, u64)> {
+        let asks = self.members.iter().map(|m| {
+            let endpoint = format!("http://{}", m.client_addr());
+            let running = m.child.is_some() && !m.paused;
+            async move {
+                match running {
+                    true => status(&endpoint).await,
+                    false => None,
+                }
+            }
+        });
+        let answers = futures_util::future::join_all(asks).await;
+        self.members
+            .iter()
+            .zip(answers)
+            .map(|(m, a)| {
+                let (term, leader) = a.map_or((0, 0), |(t, l, _)| (t, l));
+                let named = self.members.iter().find(|o| o.id == leader && leader != 0);
+                (m.node.clone(), named.map(|o| o.node.clone()), term)
+            })
+            .collect()
+    }
+
+    /// Each member's node name and etcd id, for the record.
+    pub fn ids(&self) -> Vec<(String, u64)> {
+        self.members
+            .iter()
+            .map(|m| (m.node.clone(), m.id))
+            .collect()
+    }
+
+    /// Wait until member `i` answers on its peer listener (an HTTP answer to `/version`).
+    async fn wait_serving_peers(&mut self, i: usize, began: Instant) -> anyhow::Result<()> {
+        use tokio::io::{AsyncReadExt, AsyncWriteExt};
+        let addr = format!("127.0.0.1:{}", self.members[i].peer_port);
         loop {
-            if let Some(Ok(Some(status))) = self.child.as_mut().map(|c| c.try_wait()) {
-                self.child = None;
+            let ask = async {
+                let mut s = tokio::net::TcpStream::connect(&addr).await.ok()?;
+                s.write_all(b"GET /version HTTP/1.0\r\n\r\n").await.ok()?;
+                let mut buf = [0u8; 16];
+                let n = s.read(&mut buf).await.ok()?;
+                buf[..n].starts_with(b"HTTP/").then_some(())
+            };
+            let wait = Duration::from_millis(50);
+            if let Ok(Some(())) = tokio::time::timeout(wait, ask).await {
+                return Ok(());
+            }
+            let m = &mut self.members[i];
+            if let Some(Ok(Some(exit))) = m.child.as_mut().map(|c| c.try_wait()) {
+                m.child = None;
                 anyhow::bail!(
-                    "etcd exited at start ({status}); its log: {}",
-                    self.log_path.display()
+                    "etcd {} exited at start ({exit}); its log: {}",
+                    m.node,
+                    m.log_path.display()
                 );
             }
-            let options = etcd_client::ConnectOptions::new()
-                .with_connect_timeout(Duration::from_millis(200))
-                .with_timeout(Duration::from_millis(200));
-            if let Ok(mut c) = etcd_client::Client::connect([&endpoint], Some(options)).await {
-                if c.status().await.is_ok() {
+            if began.elapsed() > READY_TIMEOUT {
+                let log = m.log_path.display().to_string();
+                let node = m.node.clone();
+                self.stop().await;
+                anyhow::bail!(
+                    "etcd {node} did not serve its peers within {} s; its log: {log}",
+                    READY_TIMEOUT.as_secs()
+                );
+            }
+            tokio::time::sleep(Duration::from_millis(5)).await;
+        }
+    }
+
+    /// Wait until member `i` answers a status call (and, with `leader`, names a leader).
+    async fn wait_ready(&mut self, i: usize, began: Instant, leader: bool) -> anyhow::Result<()> {
+        let endpoint = format!("http://{}", self.members[i].client_addr());
+        loop {
+            let m = &mut self.members[i];
+            if let Some(Ok(Some(exit))) = m.child.as_mut().map(|c| c.try_wait()) {
+                m.child = None;
+                anyhow::bail!(
+                    "etcd {} exited at start ({exit}); its log: {}",
+                    m.node,
+                    m.log_path.display()
+                );
+            }
+            if let Some((_, lead, id)) = status(&endpoint).await {
+                m.id = id;
+                if lead != 0 || !leader {
                     return Ok(());
                 }
             }
             if began.elapsed() > READY_TIMEOUT {
+                let log = m.log_path.display().to_string();
+                let node = m.node.clone();
                 self.stop().await;
                 anyhow::bail!(
-                    "etcd did not answer within {} s; its log: {}",
+                    "etcd {node} did not answer{} within {} s; its log: {log}",
+                    if leader { " with a leader" } else { "" },
                     READY_TIMEOUT.as_secs(),
-                    self.log_path.display()
                 );
             }
             tokio::time::sleep(Duration::from_millis(10)).await;
         }
     }
 
-    /// `127.0.0.1:PORT`, where the proxy forwards the boxes' links and the observer connects.
-    pub fn client_addr(&self) -> String {
-        format!("127.0.0.1:{}", self.client_port)
+    /// Every member's client address (`127.0.0.1:PORT`) by node name: where the proxy
+    /// forwards the boxes' links and where the observer watches.
+    pub fn client_addrs(&self) -> Vec<(String, String)> {
+        self.members
+            .iter()
+            .map(|m| (m.node.clone(), m.client_addr()))
+            .collect()
     }
 
     pub fn describe(&self) -> String {
+        let how = match self.members.len() {
+            1 => "one member".to_string(),
+            n => format!("{n} members {}", self.nodes().join(", ")),
+        };
         format!(
-            "etcd {} (one member, started in {:.2} s)",
+            "etcd {} ({how}, started in {:.2} s)",
             self.version,
             self.started_in.as_secs_f64()
         )
     }
 
-    /// SIGTERM, then SIGKILL after 3 s; the data removed.
+    /// SIGTERM each member, then SIGKILL after 3 s; the data removed.
     pub async fn stop(&mut self) {
-        if let Some(mut child) = self.child.take() {
-            if let Some(pid) = child.id() {
-                let pid = pid as i32;
-                tokio::task::spawn_blocking(move || procs::stop_now(pid, libc::SIGTERM))
-                    .await
-                    .ok();
+        for m in &mut self.members {
+            if let Some(mut child) = m.child.take() {
+                if let Some(pid) = child.id() {
+                    let pid = pid as i32;
+                    tokio::task::spawn_blocking(move || stop_now(pid, libc::SIGTERM))
+                        .await
+                        .ok();
+                }
+                let _ = child.wait().await;
             }
-            let _ = child.wait().await;
         }
         self.remove_data();
     }
 
     fn remove_data(&self) {
         if std::env::var_os("CHAOS_KEEP_DATA").is_none() {
-            let _ = std::fs::remove_dir_all(&self.data_dir);
+            for m in &self.members {
+                let _ = std::fs::remove_dir_all(&m.data_dir);
+                if let Some(h) = &m.hosts {
+                    let _ = std::fs::remove_file(h);
+                }
+            }
         }
     }
 }
 
 impl Drop for EtcdServer {
     fn drop(&mut self) {
-        if let Some(child) = self.child.take() {
-            if let Some(pid) = child.id() {
-                procs::stop_now(pid as i32, libc::SIGTERM);
+        for m in &mut self.members {
+            if let Some(child) = m.child.take() {
+                if let Some(pid) = child.id() {
+                    stop_now(pid as i32, libc::SIGTERM);
+                }
             }
         }
         self.remove_data();
     }
+}
+
+/// `sig`, and SIGCONT so a paused member acts on it; SIGKILL after 3 s.
+fn stop_now(pid: i32, sig: i32) {
+    unsafe { libc::kill(pid, libc::SIGCONT) };
+    procs::stop_now(pid, sig);
+}
+
+/// One status call: (raft term, the leader it names or 0, its own id); None when it does not
+/// answer in time.
+async fn status(endpoint: &str) -> Option<(u64, u64, u64)> {
+    let options = etcd_client::ConnectOptions::new()
+        .with_connect_timeout(STATUS_TIMEOUT)
+        .with_timeout(STATUS_TIMEOUT);
+    let ask = async {
+        let mut c = etcd_client::Client::connect([endpoint], Some(options))
+            .await
+            .ok()?;
+        let s = c.status().await.ok()?;
+        let id = s.header().map_or(0, |h| h.member_id());
+        Some((s.raft_term(), s.leader(), id))
+    };
+    tokio::time::timeout(2 * STATUS_TIMEOUT, ask)
+        .await
+        .ok()
+        .flatten()
+}
+
+/// Run the child in a mount namespace of its own with `hosts` as its `/etc/hosts`, then as
+/// `run_as` (the namespace and the mount need root, so the user changes after them, here, and
+/// the parent-death signal set after this hook survives).
+fn private_hosts(
+    cmd: &mut Command,
+    hosts: &Path,
+    run_as: Option<(u32, u32)>,
+) -> anyhow::Result<()> {
+    let src = std::ffi::CString::new(hosts.as_os_str().as_bytes())?;
+    let dst = std::ffi::CString::new("/etc/hosts")?;
+    let root = std::ffi::CString::new("/")?;
+    // SAFETY: unshare, mount, setgroups, setgid and setuid are async-signal-safe; the strings
+    // were made before the fork; nothing allocates.
+    unsafe {
+        cmd.pre_exec(move || {
+            let fail = || Err(std::io::Error::last_os_error());
+            if libc::unshare(libc::CLONE_NEWNS) != 0 {
+                return fail();
+            }
+            let none = std::ptr::null();
+            let private = libc::MS_REC | libc::MS_PRIVATE;
+            if libc::mount(none, root.as_ptr(), none, private, std::ptr::null()) != 0 {
+                return fail();
+            }
+            let bind = libc::MS_BIND;
+            if libc::mount(src.as_ptr(), dst.as_ptr(), none, bind, std::ptr::null()) != 0 {
+                return fail();
+            }
+            if let Some((uid, gid)) = run_as {
+                if libc::setgroups(0, std::ptr::null()) != 0
+                    || libc::setgid(gid) != 0
+                    || libc::setuid(uid) != 0
+                {
+                    return fail();
+                }
+            }
+            Ok(())
+        });
+    }
+    Ok(())
 }
 
 /// `3.4.23`, from `etcd --version`.

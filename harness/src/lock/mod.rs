@@ -1,7 +1,7 @@
 //! The lock service as a part of the testbed (DESIGN section 11), in one home: the scenario's `[lock]` section, the server the service needs (`etcd.rs`; the claim row and advisory locks live in the routing db), the protocol's `CHAOS_LOCK*` variables each box gets, and the observer that reads grants from the service itself (`observe.rs`) into the record the checkers judge.
 //!
 //! Adding a service: its `LockKind` (workloads/src/lock.rs, with the calls a mover makes),
-//! its arm in `LockSection::check`, `box_env`, `LockServer::start` and `Observer::start`,
+//! its arm in `LockSection::check`, `box_env`, `LockServer::plan` (and `launch`) and `Observer::start`,
 //! and the reference mover's client (workloads/src/mover/run/lock.rs).
 
 mod etcd;
@@ -14,8 +14,16 @@ pub use observe::{Names, Observer, Seen};
 use chaos_workloads::lock::{advisory_options, LOCK_KEY_VAR, LOCK_URLS_VAR, LOCK_VAR};
 use serde::{Deserialize, Serialize};
 
-/// The node name a scenario gives the lock service (the routing db when it holds the lock).
+/// The node name a scenario gives the lock service (the routing db when it holds the lock;
+/// the one member of a one-member etcd).
 pub const LOCK_NODE: &str = "lock";
+/// The role a fault may name a member by: whichever member leads when the fault lands.
+pub const LOCK_LEADER: &str = "lock-leader";
+
+/// Whether `node` is a lock service's member (`lock`, `lock-2`) or its role (`lock-leader`).
+pub fn is_lock_node(node: &str) -> bool {
+    node == LOCK_NODE || node.starts_with("lock-")
+}
 
 /// `[lock]`: which service holds the lease, and how many members it has.
 #[derive(Debug, Clone, Serialize, Deserialize, PartialEq, Eq)]
@@ -40,17 +48,27 @@ impl LockSection {
         !self.service.in_routing_db()
     }
 
+    /// The members' node names: `lock` for one, `lock-1` .. `lock-3` for three; none when the
+    /// lock lives in the routing db.
+    pub fn member_names(&self) -> Vec<String> {
+        match (self.has_node(), self.members) {
+            (false, _) => vec![],
+            (true, 1) => vec![LOCK_NODE.to_string()],
+            (true, n) => (1..=n).map(|i| format!("lock-{i}")).collect(),
+        }
+    }
+
     /// What a scenario may not ask of this service; `(field, message)`.
     pub fn check(&self, lease_real_ms: u64, election_unique: bool) -> Result<(), (String, String)> {
         let field = |f: &str, m: String| Err((format!("lock.{f}"), m));
         if self.members != 1 && self.members != 3 {
             return field("members", format!("must be 1 or 3 (got {})", self.members));
         }
-        if self.members == 3 {
+        if self.members == 3 && self.service != LockKind::Etcd {
             return field(
                 "members",
                 format!(
-                    "3: a three-member {} is not built yet; use members = 1",
+                    "3: {} has no members of its own (it lives in the routing db); members = 3 is for service = \"etcd\"",
                     self.service.name()
                 ),
             );
@@ -87,11 +105,18 @@ impl LockSection {
 }
 
 /// `lock` names the routing db when the lock lives there, so a scenario's fault on `lock` (or
-/// on a link to it) lands on whatever holds the lease, whichever the service.
-pub fn alias_routing(section: &LockSection, kind: &mut chaos_nemesis::FaultKind) {
+/// on a link to it) lands on whatever holds the lease, whichever the service. With three
+/// members a link to `lock` is the box's links to every member (`box-1->lock` is
+/// `box-1->lock-*`: the box loses the service, as with one member); a node fault must name a
+/// member or the leader, and is refused here with the names to use.
+pub fn alias_routing(
+    section: &LockSection,
+    kind: &mut chaos_nemesis::FaultKind,
+) -> Result<(), String> {
     use chaos_nemesis::FaultKind as K;
-    if section.has_node() {
-        return;
+    let three = section.has_node() && section.members > 1;
+    if section.has_node() && !three {
+        return Ok(());
     }
     let name = match kind {
         K::Pause { target, .. }
@@ -105,13 +130,20 @@ pub fn alias_routing(section: &LockSection, kind: &mut chaos_nemesis::FaultKind)
         | K::Timeout { link, .. }
         | K::ResetPeer { link, .. } => link,
     };
+    let service = if three { "lock-*" } else { "routing" };
     if name == LOCK_NODE {
-        *name = "routing".into();
+        if three {
+            return Err(format!(
+                "target 'lock' is the one-member lock service; with [lock] members = 3 name a member (lock-1, lock-2, lock-3) or the role lock-leader (whichever member leads when the fault lands)"
+            ));
+        }
+        *name = service.into();
     } else if let Some((client, node)) = name.split_once("->") {
         if node.trim() == LOCK_NODE {
-            *name = format!("{}->routing", client.trim());
+            *name = format!("{}->{service}", client.trim());
         }
     }
+    Ok(())
 }
 
 /// The protocol's lock variables for one box: the service, its endpoints through the box's
@@ -164,8 +196,9 @@ pub enum LockServer {
 }
 
 impl LockServer {
-    /// Start what `section` needs, its data and log under the run's directories.
-    pub async fn start(
+    /// What `section` needs, planned (names, ports, data and logs under the run's
+    /// directories) but not started: a cluster's peer links must be up first ([`launch`]).
+    pub async fn plan(
         section: &LockSection,
         backend: crate::backend::BackendKind,
         run_id: &str,
@@ -179,15 +212,51 @@ impl LockServer {
         }
         Ok(match section.service {
             LockKind::Claims | LockKind::Advisory => LockServer::RoutingDb,
-            LockKind::Etcd => LockServer::Etcd(EtcdServer::start(run_id, log_dir).await?),
+            LockKind::Etcd => {
+                LockServer::Etcd(EtcdServer::plan(run_id, log_dir, &section.member_names()).await?)
+            }
         })
     }
 
-    /// Where the proxy forwards a box's link to the lock (its client address).
-    pub fn upstream(&self) -> Option<String> {
+    /// Start every member and wait for them (and a leader).
+    pub async fn launch(&mut self) -> anyhow::Result<()> {
+        match self {
+            LockServer::RoutingDb => Ok(()),
+            LockServer::Etcd(e) => e.launch().await,
+        }
+    }
+
+    /// Where the proxy forwards a box's link to member `node` (its client address).
+    pub fn upstream(&self, node: &str) -> Option<String> {
         match self {
             LockServer::RoutingDb => None,
-            LockServer::Etcd(e) => Some(e.client_addr()),
+            LockServer::Etcd(e) => e
+                .client_addrs()
+                .into_iter()
+                .find(|(n, _)| n == node)
+                .map(|(_, a)| a),
+        }
+    }
+
+    /// The members' own client addresses, comma-separated (the observer's endpoints).
+    pub fn endpoints(&self) -> Option<String> {
+        match self {
+            LockServer::RoutingDb => None,
+            LockServer::Etcd(e) => Some(
+                e.client_addrs()
+                    .into_iter()
+                    .map(|(_, a)| a)
+                    .collect::<Vec<_>>()
+                    .join(","),
+            ),
+        }
+    }
+
+    /// The links between members, each `(link, listen, upstream)` (none for one member).
+    pub fn peer_links(&self) -> Vec<(String, String, String)> {
+        match self {
+            LockServer::RoutingDb => vec![],
+            LockServer::Etcd(e) => e.peer_links(),
         }
     }
 
@@ -205,24 +274,63 @@ impl LockServer {
         }
     }
 
-    /// A nemesis stop of the `lock` node (its own server; the routing db is the cluster's).
-    pub async fn stop_member(&mut self, mode: crate::pg::StopMode) -> anyhow::Result<()> {
+    fn etcd(&mut self) -> anyhow::Result<&mut EtcdServer> {
         match self {
             LockServer::RoutingDb => anyhow::bail!("the lock lives in the routing db"),
-            LockServer::Etcd(e) => e.stop_member(mode).await,
+            LockServer::Etcd(e) => Ok(e),
         }
     }
 
-    /// A nemesis start of the `lock` node; how long until it answered.
-    pub async fn start_member(&mut self) -> anyhow::Result<std::time::Duration> {
+    /// Whether `node` is one of its members (`lock`, `lock-2`).
+    pub fn has(&self, node: &str) -> bool {
+        matches!(self, LockServer::Etcd(e) if e.has(node))
+    }
+
+    /// A nemesis stop of member `node` (its own server; the routing db is the cluster's).
+    pub async fn stop_member(
+        &mut self,
+        node: &str,
+        mode: crate::pg::StopMode,
+    ) -> anyhow::Result<()> {
+        self.etcd()?.stop_member(node, mode).await
+    }
+
+    /// A nemesis start of member `node`; how long until it answered.
+    pub async fn start_member(&mut self, node: &str) -> anyhow::Result<std::time::Duration> {
+        self.etcd()?.start_member(node).await
+    }
+
+    /// A nemesis pause (SIGSTOP) or resume (SIGCONT) of member `node`.
+    pub fn pause_member(&mut self, node: &str, pause: bool) -> anyhow::Result<()> {
+        self.etcd()?.pause_member(node, pause)
+    }
+
+    /// Which member leads now, and every member's etcd id, for the record.
+    pub async fn leader(&self) -> (Option<String>, Vec<(String, u64)>) {
         match self {
-            LockServer::RoutingDb => anyhow::bail!("the lock lives in the routing db"),
-            LockServer::Etcd(e) => e.start_member().await,
+            LockServer::RoutingDb => (None, vec![]),
+            LockServer::Etcd(e) => (e.leader().await, e.ids()),
         }
     }
 
-    /// How long its last start took.
-    pub fn last_start(&self) -> std::time::Duration {
+    /// What each member says now: (node, the leader it names, its raft term).
+    pub async fn views(&self) -> Vec<(String, Option<String>, u64)> {
+        match self {
+            LockServer::RoutingDb => vec![],
+            LockServer::Etcd(e) => e.views().await,
+        }
+    }
+
+    /// How long member `node`'s last start took (the longest of all for any other name).
+    pub fn last_start(&self, node: &str) -> std::time::Duration {
+        match self {
+            LockServer::RoutingDb => std::time::Duration::ZERO,
+            LockServer::Etcd(e) => e.last_start(node),
+        }
+    }
+
+    /// How long bringing the service up took (every member answering with a leader).
+    pub fn started_in(&self) -> std::time::Duration {
         match self {
             LockServer::RoutingDb => std::time::Duration::ZERO,
             LockServer::Etcd(e) => e.started_in,
@@ -281,5 +389,47 @@ mod tests {
         assert_eq!(env[2].1, "/locks/job");
         assert!(LockSection::default().check(600, true).is_ok());
         assert!(advisory.check(600, true).is_err());
+    }
+
+    #[test]
+    fn three_members_are_etcd_s_and_lock_means_every_member_s_link() {
+        use chaos_nemesis::FaultKind;
+        let three = LockSection {
+            service: LockKind::Etcd,
+            members: 3,
+        };
+        assert!(three.check(1000, false).is_ok());
+        assert_eq!(three.member_names(), ["lock-1", "lock-2", "lock-3"]);
+        let advisory = LockSection {
+            service: LockKind::Advisory,
+            members: 3,
+        };
+        assert!(advisory.check(600, false).is_err());
+        let two = LockSection {
+            service: LockKind::Etcd,
+            members: 2,
+        };
+        assert!(two.check(1000, false).is_err());
+        let mut down = FaultKind::Down {
+            link: "box-1->lock".into(),
+        };
+        alias_routing(&three, &mut down).unwrap();
+        assert_eq!(down.target(), "box-1->lock-*");
+        let mut stop = FaultKind::Stop {
+            target: "lock".into(),
+        };
+        let refused = alias_routing(&three, &mut stop).unwrap_err();
+        assert!(
+            refused.contains("lock-leader") && refused.contains("lock-2"),
+            "{refused}"
+        );
+        let one = LockSection {
+            service: LockKind::Etcd,
+            members: 1,
+        };
+        assert_eq!(one.member_names(), ["lock"]);
+        alias_routing(&one, &mut stop).unwrap();
+        assert_eq!(stop.target(), "lock");
+        assert!(is_lock_node("lock-leader") && is_lock_node("lock") && !is_lock_node("routing"));
     }
 }

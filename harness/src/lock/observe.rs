@@ -100,7 +100,7 @@ impl Sink {
 impl Observer {
     /// Start observing the service (claims: nothing to do here, the routing db's own audit
     /// and NOTIFY are the record). `endpoint` is the service's own, unproxied address: the
-    /// routing db's admin URL, or an etcd member's `host:port`.
+    /// routing db's admin URL, or every etcd member's `host:port`, comma-separated.
     pub fn start(
         kind: LockKind,
         job: &str,
@@ -125,7 +125,7 @@ impl Observer {
             ))),
             LockKind::Etcd => Some(tokio::spawn(etcd(
                 sink,
-                format!("http://{endpoint}"),
+                endpoint.split(',').map(|e| format!("http://{e}")).collect(),
                 key.to_string(),
             ))),
         };
@@ -387,13 +387,34 @@ fn value_name(v: &[u8]) -> String {
     v.iter().map(|b| format!("{b:02x}")).collect()
 }
 
-/// Watch the lock key (as a prefix) from the revision of a first read, reconnecting when the
-/// member goes away. Every PUT or DELETE that changes the owner, and every PUT to the owner's
+/// What the watches of every member share: the keys under the prefix, and the revision the
+/// next event must reach to be news.
+#[derive(Default)]
+struct Watched {
+    keys: Keys,
+    from_revision: i64,
+}
+
+/// Watch the lock key (as a prefix) on every member at once, from the revision of a first
+/// read, each reconnecting when its member goes away: a paused or cut-off member's watch
+/// stalls, the others' go on, and each revision is recorded once, when it first arrives.
+async fn etcd(sink: Sink, endpoints: Vec<String>, key: String) {
+    let shared = Arc::new(tokio::sync::Mutex::new(Watched::default()));
+    let watches = endpoints
+        .into_iter()
+        .map(|e| etcd_member(sink.clone(), e, key.clone(), shared.clone()));
+    futures_util::future::join_all(watches).await;
+}
+
+/// One member's watch. Every PUT or DELETE that changes the owner, and every PUT to the owner's
 /// key (a holder that proclaims its renewal), is recorded at its arrival.
-async fn etcd(sink: Sink, endpoint: String, key: String) {
+async fn etcd_member(
+    sink: Sink,
+    endpoint: String,
+    key: String,
+    shared: Arc<tokio::sync::Mutex<Watched>>,
+) {
     use etcd_client::{EventType, GetOptions, WatchOptions};
-    let mut keys: Keys = BTreeMap::new();
-    let mut from_revision = 0i64;
     loop {
         let options = etcd_client::ConnectOptions::new()
             .with_connect_timeout(Duration::from_millis(500))
@@ -402,50 +423,60 @@ async fn etcd(sink: Sink, endpoint: String, key: String) {
             tokio::time::sleep(Duration::from_millis(20)).await;
             continue;
         };
-        if from_revision == 0 {
-            let Ok(got) = client
-                .get(key.clone(), Some(GetOptions::new().with_prefix()))
-                .await
-            else {
-                continue;
-            };
-            for kv in got.kvs() {
-                keys.insert(
-                    kv.key().to_vec(),
-                    (kv.create_revision(), value_name(kv.value())),
-                );
+        let start = {
+            let mut w = shared.lock().await;
+            if w.from_revision == 0 {
+                let Ok(got) = client
+                    .get(key.clone(), Some(GetOptions::new().with_prefix()))
+                    .await
+                else {
+                    continue;
+                };
+                for kv in got.kvs() {
+                    w.keys.insert(
+                        kv.key().to_vec(),
+                        (kv.create_revision(), value_name(kv.value())),
+                    );
+                }
+                if let Some((rev, holder)) = owner(&w.keys) {
+                    sink.change(&holder, rev, true, wall_ns(), rev).await;
+                }
+                w.from_revision = got.header().map_or(0, |h| h.revision()) + 1;
             }
-            if let Some((rev, holder)) = owner(&keys) {
-                sink.change(&holder, rev, true, wall_ns(), rev).await;
-            }
-            from_revision = got.header().map_or(0, |h| h.revision()) + 1;
-        }
+            w.from_revision
+        };
         let watch = WatchOptions::new()
             .with_prefix()
             .with_prev_key()
-            .with_start_revision(from_revision);
+            .with_start_revision(start);
         let Ok(mut stream) = client.watch(key.clone(), Some(watch)).await else {
             continue;
         };
         while let Ok(Some(msg)) = stream.message().await {
             let now = wall_ns();
+            let mut w = shared.lock().await;
+            // Another member's watch already told these (one revision's events come together).
+            let floor = w.from_revision;
             for ev in msg.events() {
                 let Some(kv) = ev.kv() else { continue };
-                let before = owner(&keys);
                 let rev = kv.mod_revision();
-                from_revision = from_revision.max(rev + 1);
+                if rev < floor {
+                    continue;
+                }
+                let before = owner(&w.keys);
+                w.from_revision = w.from_revision.max(rev + 1);
                 match ev.event_type() {
                     EventType::Put => {
-                        keys.insert(
+                        w.keys.insert(
                             kv.key().to_vec(),
                             (kv.create_revision(), value_name(kv.value())),
                         );
                     }
                     EventType::Delete => {
-                        keys.remove(kv.key());
+                        w.keys.remove(kv.key());
                     }
                 }
-                let after = owner(&keys);
+                let after = owner(&w.keys);
                 if before != after {
                     if let Some((token, holder)) = &before {
                         sink.change(holder, *token, false, now, rev).await;

@@ -163,11 +163,13 @@ pub fn specs(
             ("CHAOS_COPY_MS".into(), real(s.lease.copy_s)),
             ("CHAOS_BATCHES".into(), s.lease.batches.to_string()),
         ];
-        let lock_addrs: Vec<String> = if s.lock.has_node() {
-            vec![urls.mover_addr(&format!("{b}->{}", crate::lock::LOCK_NODE))]
-        } else {
-            vec![]
-        };
+        // Every member's client endpoint, each through the box's own link to it.
+        let lock_addrs: Vec<String> = s
+            .lock
+            .member_names()
+            .iter()
+            .map(|m| urls.mover_addr(&format!("{b}->{m}")))
+            .collect();
         env.extend(crate::lock::box_env(
             &s.lock,
             &s.lease.job,

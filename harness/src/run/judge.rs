@@ -98,7 +98,7 @@ pub async fn judge(
 /// the movers' exits, why the run ended.
 pub fn figures(t: &Timings, end: &End, finals: &Finals, lags_us: &[i64], exits: Value) -> Value {
     json!({
-        "wall_s": { "cluster": t.cluster_s, "seed": t.seed_s, "scenario": end.scenario_s, "final_reads": t.final_s },
+        "wall_s": { "cluster": t.cluster_s, "lock_started": t.lock_s, "seed": t.seed_s, "scenario": end.scenario_s, "final_reads": t.final_s },
         "history_events": finals.events,
         "fault_lag_real_us": lag_figures(lags_us),
         "ingest": ingest_tally(&finals.ingest),

@@ -116,7 +116,7 @@ impl Live {
         // The lock service's own record, from before the first grant (claims: the routing db's
         // audit and NOTIFY, read by the triggers and at the end).
         let service = scenario.file.lock.service;
-        let endpoint = lock.upstream().unwrap_or_else(|| routing.clone());
+        let endpoint = lock.endpoints().unwrap_or_else(|| routing.clone());
         let (observer, feed) = Observer::start(
             service,
             &scenario.file.lease.job,

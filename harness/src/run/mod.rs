@@ -93,6 +93,9 @@ pub fn resolve(opts: &RunOptions) -> anyhow::Result<Scenario> {
     if let Some(v) = opts.lock {
         file.lock.service = v;
     }
+    if let Some(v) = opts.lock_members {
+        file.lock.members = v;
+    }
     // etcd's leases are whole seconds: the scale grows until the lease is one.
     let scale = file
         .lock
@@ -196,6 +199,7 @@ async fn run_in(
     )
     .await?;
     let cluster_s = bed.cluster_s;
+    let lock_s = bed.lock.started_in().as_secs_f64();
     let (n, where_) = (bed.nodes.len(), bed.describe());
     say(
         quiet,
@@ -245,6 +249,7 @@ async fn run_in(
     };
     let t = Timings {
         cluster_s,
+        lock_s,
         seed_s,
         final_s: t_final.elapsed().as_secs_f64(),
     };

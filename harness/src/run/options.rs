@@ -23,6 +23,8 @@ pub struct RunOptions {
     pub lease_s: Option<f64>,
     /// The lock service that holds the lease (overrides `[lock] service`).
     pub lock: Option<crate::lock::LockKind>,
+    /// How many members the lock service runs (overrides `[lock] members`).
+    pub lock_members: Option<u8>,
     pub seed: Option<u64>,
     pub mover_cmd: Option<String>,
     pub time_scale_ms: Option<f64>,
@@ -61,6 +63,7 @@ impl RunOptions {
             (self.election.is_some(), "--election"),
             (self.lease_s.is_some(), "--lease"),
             (self.lock.is_some(), "--lock"),
+            (self.lock_members.is_some(), "--lock-members"),
             (self.mover_cmd.is_some(), "--mover-cmd"),
             (self.mover_ready.is_some(), "--mover-ready"),
             (self.rows_per_turbine.is_some(), "--rows-per-turbine"),
@@ -81,6 +84,9 @@ pub struct RunOutcome {
 /// Real seconds spent in each phase outside the scenario itself.
 pub struct Timings {
     pub cluster_s: f64,
+    /// The lock service's own server, from its first member's spawn to every member answering
+    /// with a leader (part of `cluster_s`; 0 when the lock lives in the routing db).
+    pub lock_s: f64,
     pub seed_s: f64,
     pub final_s: f64,
 }

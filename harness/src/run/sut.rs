@@ -39,6 +39,10 @@ pub struct SutArgs {
     /// (a Postgres advisory lock) or etcd (a real etcd 3.4 member).
     #[arg(long, value_enum)]
     pub lock: Option<crate::lock::LockKind>,
+    /// How many members the lock service runs: 1, or 3 (etcd: lock-1, lock-2, lock-3, their
+    /// peer traffic through the proxy; faults may name a member or lock-leader).
+    #[arg(long, value_parser = clap::value_parser!(u8).range(1..=3))]
+    pub lock_members: Option<u8>,
     /// Run this program (following the mover protocol, docs/mover-protocol.md) instead of the reference mover.
     #[arg(long)]
     pub mover_cmd: Option<String>,
@@ -92,6 +96,7 @@ impl SutArgs {
             objects_fence: self.objects_fence,
             lease_s: self.lease,
             lock: self.lock,
+            lock_members: self.lock_members,
             seed,
             mover_cmd: self.mover_cmd.clone(),
             time_scale_ms: self.time_scale_ms,
@@ -123,6 +128,7 @@ impl SutArgs {
             || self.objects_fence.is_some()
             || self.lease.is_some()
             || self.lock.is_some()
+            || self.lock_members.is_some()
             || self.mover_cmd.is_some()
             || self.mover_ready.is_some()
             || self.restart.is_some()
