@@ -161,6 +161,8 @@ pub enum LockServer {
     /// The lock lives in the routing db.
     RoutingDb,
     Etcd(EtcdServer),
+    /// etcd in a container of the run (the docker backend).
+    EtcdDocker(crate::backend::docker::DockerEtcd),
 }
 
 impl LockServer {
@@ -171,15 +173,15 @@ impl LockServer {
         run_id: &str,
         log_dir: &std::path::Path,
     ) -> anyhow::Result<LockServer> {
-        if section.has_node() && backend != crate::backend::BackendKind::Process {
-            anyhow::bail!(
-                "--lock {} runs on the process backend only for now (its docker image is not built yet): drop --backend docker",
-                section.service.name()
-            );
-        }
-        Ok(match section.service {
-            LockKind::Claims | LockKind::Advisory => LockServer::RoutingDb,
-            LockKind::Etcd => LockServer::Etcd(EtcdServer::start(run_id, log_dir).await?),
+        use crate::backend::BackendKind;
+        Ok(match (section.service, backend) {
+            (LockKind::Claims | LockKind::Advisory, _) => LockServer::RoutingDb,
+            (LockKind::Etcd, BackendKind::Process) => {
+                LockServer::Etcd(EtcdServer::start(run_id, log_dir).await?)
+            }
+            (LockKind::Etcd, BackendKind::Docker) => LockServer::EtcdDocker(
+                crate::backend::docker::DockerEtcd::start(run_id, log_dir).await?,
+            ),
         })
     }
 
@@ -188,6 +190,15 @@ impl LockServer {
         match self {
             LockServer::RoutingDb => None,
             LockServer::Etcd(e) => Some(e.client_addr()),
+            LockServer::EtcdDocker(e) => Some(e.upstream()),
+        }
+    }
+
+    /// Where the harness itself (the observer, on the host) reaches the service, unproxied.
+    pub fn endpoint(&self) -> Option<String> {
+        match self {
+            LockServer::EtcdDocker(e) => Some(e.observe_addr()),
+            other => other.upstream(),
         }
     }
 
@@ -196,12 +207,15 @@ impl LockServer {
         match self {
             LockServer::RoutingDb => None,
             LockServer::Etcd(e) => Some(e.describe()),
+            LockServer::EtcdDocker(e) => Some(e.describe()),
         }
     }
 
     pub async fn stop(&mut self) {
-        if let LockServer::Etcd(e) = self {
-            e.stop().await;
+        match self {
+            LockServer::RoutingDb => {}
+            LockServer::Etcd(e) => e.stop().await,
+            LockServer::EtcdDocker(e) => e.stop().await,
         }
     }
 
@@ -210,6 +224,7 @@ impl LockServer {
         match self {
             LockServer::RoutingDb => anyhow::bail!("the lock lives in the routing db"),
             LockServer::Etcd(e) => e.stop_member(mode).await,
+            LockServer::EtcdDocker(e) => e.stop_member(mode).await,
         }
     }
 
@@ -218,6 +233,7 @@ impl LockServer {
         match self {
             LockServer::RoutingDb => anyhow::bail!("the lock lives in the routing db"),
             LockServer::Etcd(e) => e.start_member().await,
+            LockServer::EtcdDocker(e) => e.start_member().await,
         }
     }
 
@@ -226,6 +242,7 @@ impl LockServer {
         match self {
             LockServer::RoutingDb => std::time::Duration::ZERO,
             LockServer::Etcd(e) => e.started_in,
+            LockServer::EtcdDocker(e) => e.started_in,
         }
     }
 }
