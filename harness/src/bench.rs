@@ -135,10 +135,8 @@ async fn measure(a: BenchArgs, say: &mut impl FnMut(String)) -> anyhow::Result<(
         say(text);
     }
     if a.what == "lock" || a.what == "all" {
-        let rounds = a.repeat.unwrap_or(200).max(1);
-        for text in crate::bench_lock::lock_bench(rounds).await? {
-            say(text);
-        }
+        let lines = crate::bench_lock::lock_bench(a.repeat.unwrap_or(200).max(1)).await?;
+        lines.into_iter().for_each(&mut *say);
     }
     if a.what == "audit" || a.what == "all" {
         let rounds = a.repeat.unwrap_or(12).max(1);

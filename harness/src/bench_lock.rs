@@ -18,7 +18,10 @@ pub async fn lock_bench(rounds: usize) -> anyhow::Result<Vec<String>> {
     let advisory = advisory_rounds(rounds, &log_dir).await;
     let _ = std::fs::remove_dir_all(&log_dir);
     Ok(vec![
-        line("etcd (one member, a create-if-absent txn under a lease)", etcd?),
+        line(
+            "etcd (one member, a create-if-absent txn under a lease)",
+            etcd?,
+        ),
         line(
             "advisory (pg_try_advisory_lock and a token drawn under it, one statement)",
             advisory?,
@@ -68,15 +71,19 @@ fn drain(rx: &mut UnboundedReceiver<Seen>) {
     while rx.try_recv().is_ok() {}
 }
 
-async fn etcd_rounds(rounds: usize, log_dir: &std::path::Path) -> anyhow::Result<(Vec<f64>, usize)> {
+async fn etcd_rounds(
+    rounds: usize,
+    log_dir: &std::path::Path,
+) -> anyhow::Result<(Vec<f64>, usize)> {
     use etcd_client::{Compare, CompareOp, PutOptions, Txn, TxnOp};
-    let mut server = EtcdServer::start(&format!("bench-lock-{}", std::process::id()), log_dir).await?;
+    let mut server =
+        EtcdServer::start(&format!("bench-lock-{}", std::process::id()), log_dir).await?;
     let endpoint = server.client_addr();
     let key = LockKind::Etcd.key(JOB);
-    let (observer, mut rx) = Observer::start(LockKind::Etcd, JOB, &key, &endpoint, Default::default());
+    let (observer, mut rx) =
+        Observer::start(LockKind::Etcd, JOB, &key, &endpoint, Default::default());
     let result = async {
-        let mut client =
-            etcd_client::Client::connect([format!("http://{endpoint}")], None).await?;
+        let mut client = etcd_client::Client::connect([format!("http://{endpoint}")], None).await?;
         let lease = client.lease_grant(60, None).await?.id();
         // The observer's watch is up when it reports a first grant.
         client.put(key.clone(), "box-0", None).await?;
@@ -110,7 +117,10 @@ async fn etcd_rounds(rounds: usize, log_dir: &std::path::Path) -> anyhow::Result
     result
 }
 
-async fn advisory_rounds(rounds: usize, log_dir: &std::path::Path) -> anyhow::Result<(Vec<f64>, usize)> {
+async fn advisory_rounds(
+    rounds: usize,
+    log_dir: &std::path::Path,
+) -> anyhow::Result<(Vec<f64>, usize)> {
     let spec = crate::backend::ClusterSpec {
         nodes: vec!["routing".into()],
         links: vec![],

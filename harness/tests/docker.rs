@@ -213,7 +213,10 @@ fn gc_pause_on_etcd_in_a_container_lease_only_is_invalid() {
     assert_eq!(o.code, Some(0), "verdict: {}", o.verdict);
     assert_eq!(o.verdict["valid"], "invalid");
     let grants = o.stats["grants"].as_array().cloned().unwrap_or_default();
-    assert!(grants.len() >= 2, "a new holder after the pause: {grants:?}");
+    assert!(
+        grants.len() >= 2,
+        "a new holder after the pause: {grants:?}"
+    );
     let classes = o.classes();
     assert!(
         classes.iter().any(|c| c == "stale-token-write"),

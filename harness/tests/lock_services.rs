@@ -221,9 +221,9 @@ fn up_with_etcd_prints_the_member_and_down_stops_it() {
     let _ = up.wait();
     assert!(down.status.success());
     assert!(
-        printed
-            .iter()
-            .any(|l| l.starts_with("lock ") && l.contains("http://127.0.0.1:") && l.contains("etcd")),
+        printed.iter().any(|l| l.starts_with("lock ")
+            && l.contains("http://127.0.0.1:")
+            && l.contains("etcd")),
         "{printed:?}"
     );
     assert!(
@@ -242,8 +242,15 @@ fn up_with_etcd_prints_the_member_and_down_stops_it() {
 fn sweep_with_etcd_refuses_a_lease_it_cannot_hold() {
     let out = std::process::Command::new(chaos())
         .args([
-            "sweep", "--scenario", "sweep", "--lock", "etcd", "--lease", "2s,5s",
-            "--time-scale-ms", "10",
+            "sweep",
+            "--scenario",
+            "sweep",
+            "--lock",
+            "etcd",
+            "--lease",
+            "2s,5s",
+            "--time-scale-ms",
+            "10",
         ])
         .current_dir(repo())
         .output()

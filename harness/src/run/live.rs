@@ -136,13 +136,7 @@ impl Live {
         let history = HistoryWriter::create(history_path, t0, clock, HISTORY_LIMIT)?;
         let progress = Arc::new(Progress::new(farm.plan().len()));
         let movers = movers(
-            &scenario,
-            specs,
-            launcher,
-            &history,
-            &progress,
-            log_dir,
-            lock_names,
+            &scenario, specs, launcher, &history, &progress, log_dir, lock_names,
         );
         if service != crate::lock::LockKind::Claims {
             watch.hear_lock(feed);

@@ -228,7 +228,33 @@ pub fn plan(a: &SweepArgs) -> anyhow::Result<Plan> {
             .map_err(|_| anyhow::anyhow!("--seed: '{s}' is not a whole number"))?,
         None => scenario.file.seed,
     };
-    let profile = if a.no_latency {
+    let profile = profile_of(a)?;
+    Ok(Plan {
+        scenario: a.scenario.clone(),
+        name: scenario.file.name.clone(),
+        leases_s,
+        fencings,
+        mover_cmd: a.mover_cmd.clone(),
+        mover_ready: a.mover_ready,
+        restart: a.restart,
+        lock: a.lock,
+        lock_used: scenario.file.lock.service,
+        renew_node: if scenario.file.lock.has_node() {
+            crate::lock::LOCK_NODE
+        } else {
+            "routing"
+        },
+        runs,
+        seed,
+        profile,
+        budget: Duration::from_secs_f64(budget_s),
+        time_scale_ms,
+    })
+}
+
+/// The latency profile the flags ask for (None: `--no-latency`).
+fn profile_of(a: &SweepArgs) -> anyhow::Result<Option<profile::Profile>> {
+    Ok(if a.no_latency {
         None
     } else {
         let ms = |flag: &str, v: &str| {
@@ -254,26 +280,5 @@ pub fn plan(a: &SweepArgs) -> anyhow::Result<Plan> {
             p999_ms,
             max_ms,
         })
-    };
-    Ok(Plan {
-        scenario: a.scenario.clone(),
-        name: scenario.file.name.clone(),
-        leases_s,
-        fencings,
-        mover_cmd: a.mover_cmd.clone(),
-        mover_ready: a.mover_ready,
-        restart: a.restart,
-        lock: a.lock,
-        lock_used: scenario.file.lock.service,
-        renew_node: if scenario.file.lock.has_node() {
-            crate::lock::LOCK_NODE
-        } else {
-            "routing"
-        },
-        runs,
-        seed,
-        profile,
-        budget: Duration::from_secs_f64(budget_s),
-        time_scale_ms,
     })
 }
