@@ -1,4 +1,4 @@
-//! `chaos bench`: figures, not timed tests: cluster start and stop, proxy overhead and latency precision, checker throughput, what the shard audit triggers cost the ingest. Medians and ratios from one run.
+//! `chaos bench`: figures, not timed tests: cluster start and stop, proxy overhead and latency precision, checker throughput, what the shard audit triggers cost the ingest, how soon a lock grant is observed (`bench_lock.rs`). Medians and ratios from one run.
 
 use crate::backend::{process::ProcessCluster, ClusterSpec};
 use chaos_history::{HistoryWriter, ScenarioClock};
@@ -12,10 +12,10 @@ use std::time::{Duration, Instant, SystemTime, UNIX_EPOCH};
 
 #[derive(clap::Args, Debug)]
 pub struct BenchArgs {
-    /// What to measure: cluster, proxy, checker, audit (the shard audit triggers' cost to the ingest), check (`chaos check DIR` on a synthetic run written to disk; not in all) or all.
-    #[arg(long, default_value = "all", value_parser = ["cluster", "proxy", "checker", "audit", "check", "all"])]
+    /// What to measure: cluster, proxy, checker, audit (the shard audit triggers' cost to the ingest), lock (a grant's commit to the observer's report, etcd and advisory), check (`chaos check DIR` on a synthetic run written to disk; not in all) or all.
+    #[arg(long, default_value = "all", value_parser = ["cluster", "proxy", "checker", "audit", "lock", "check", "all"])]
     what: String,
-    /// Repetitions (the median is reported) [default: 5; check: 1]; for audit, rounds, each measuring with and without the triggers [default: 12].
+    /// Repetitions (the median is reported) [default: 5; check: 1; lock: 200 grants per service]; for audit, rounds, each measuring with and without the triggers [default: 12].
     #[arg(long, alias = "rounds", value_parser = crate::values::count_usize, allow_hyphen_values = true)]
     repeat: Option<usize>,
     /// History events for the checker benchmark [default: 10 M]; for check, one size [default: 1 M then 10 M, each against its target].
@@ -133,6 +133,10 @@ async fn measure(a: BenchArgs, say: &mut impl FnMut(String)) -> anyhow::Result<(
         let text =
             tokio::task::spawn_blocking(move || check_bench(&sizes, repeat, a.check_dir)).await??;
         say(text);
+    }
+    if a.what == "lock" || a.what == "all" {
+        let lines = crate::bench_lock::lock_bench(a.repeat.unwrap_or(200).max(1)).await?;
+        lines.into_iter().for_each(&mut *say);
     }
     if a.what == "audit" || a.what == "all" {
         let rounds = a.repeat.unwrap_or(12).max(1);

@@ -3,6 +3,7 @@
 pub mod audit;
 pub mod backend;
 pub mod bench;
+pub mod bench_lock;
 pub mod bench_proxy;
 pub mod check;
 pub mod db;

@@ -76,6 +76,7 @@ impl Movers {
         log_dir: PathBuf,
         early_window: Duration,
         supervisor: Supervisor,
+        lock_names: crate::lock::Names,
     ) -> Arc<Movers> {
         Arc::new(Movers {
             specs: specs.into_iter().map(|s| (s.box_name.clone(), s)).collect(),
@@ -94,7 +95,7 @@ impl Movers {
             supervisor,
             killed_by_nemesis: Mutex::new(Default::default()),
             stopping: std::sync::atomic::AtomicBool::new(false),
-            lock_names: Default::default(),
+            lock_names,
         })
     }
 

@@ -20,6 +20,10 @@ pub struct ShrinkArgs {
     /// Runs per candidate (kept when it fails in at least K-1 of them, all when K <= 2).
     #[arg(long, default_value = "3", value_parser = values::count_u32, allow_hyphen_values = true)]
     pub repeat: u32,
+    /// The lock service: the stored run's, always (every candidate replays the run on the
+    /// service it failed on); given, it must be that one.
+    #[arg(long, value_enum)]
+    pub lock: Option<crate::lock::LockKind>,
     /// Where `shrink/<stamp>/` goes.
     #[arg(long, default_value = "results")]
     pub results: PathBuf,
@@ -124,6 +128,18 @@ pub async fn shrink(a: ShrinkArgs) -> anyhow::Result<u8> {
         .as_deref()
         .cloned()
         .expect("a replay is prepared");
+    let stored = base.file.lock.service;
+    if let Some(lock) = a.lock.filter(|l| *l != stored) {
+        anyhow::bail!(
+            "--lock {}: {} failed on {}, and shrink replays a run on the service it failed on; to look for a failure on {} run `chaos run {} --lock {}` and shrink that run",
+            lock.name(),
+            a.dir.display(),
+            stored.name(),
+            lock.name(),
+            base.file.name,
+            lock.name()
+        );
+    }
     let stamp = results::utc_stamp(std::time::SystemTime::now());
     let out = a
         .results
@@ -133,9 +149,10 @@ pub async fn shrink(a: ShrinkArgs) -> anyhow::Result<u8> {
         .map_err(|e| anyhow::anyhow!("cannot create {}: {e}", out.display()))?;
     let original = base.faults.clone();
     eprintln!(
-        "chaos shrink: {} ({} faults) fails with {class}; {} run(s) per candidate, budget {:.0} s -> {}",
+        "chaos shrink: {} ({} faults, lock {}) fails with {class}; {} run(s) per candidate, budget {:.0} s -> {}",
         a.dir.display(),
         original.len(),
+        stored.name(),
         a.repeat,
         a.budget,
         out.display()

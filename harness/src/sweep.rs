@@ -74,11 +74,17 @@ fn weather(plan: &Plan, scenario: &Scenario, seed: u64) -> profile::Generated {
     for ((_, link), a) in open {
         busy.entry(link).or_default().push((a, scenario.end_ms));
     }
+    // The renewals' links: the routing db's, or the lock service's own when it has a server.
+    let target = if scenario.file.lock.has_node() {
+        crate::lock::LOCK_NODE
+    } else {
+        "routing"
+    };
     let links: Vec<String> = scenario
         .topology()
         .boxes
         .iter()
-        .map(|b| format!("{b}->routing"))
+        .map(|b| format!("{b}->{target}"))
         .collect();
     // Room at both ends: the first second is the movers starting, the last the run ending.
     profile::generate(
@@ -97,6 +103,8 @@ fn weathers(plan: &Plan) -> anyhow::Result<(BTreeMap<u64, profile::Generated>, f
     let base = RunOptions {
         scenario: plan.scenario.clone(),
         time_scale_ms: plan.time_scale_ms,
+        lock: plan.lock,
+        quiet: true,
         ..Default::default()
     };
     let scenario = run::resolve(&base)?;
@@ -138,6 +146,7 @@ async fn one_run(
         mover_cmd: plan.mover_cmd.clone(),
         mover_ready: plan.mover_ready,
         restart: plan.restart,
+        lock: plan.lock,
         lease_s: Some(lease_s),
         seed: Some(seed),
         time_scale_ms: plan.time_scale_ms,
@@ -258,6 +267,7 @@ pub async fn sweep(a: SweepArgs) -> anyhow::Result<u8> {
             "leases_s": plan.leases_s,
             "fencing": plan.fencings,
             "mover_cmd": plan.mover_cmd,
+            "lock": plan.lock.map(|l| l.name()),
             "time_scale_ms": scale,
             "profile": plan.profile,
             "weather": weathers.values().collect::<Vec<_>>(),
@@ -430,8 +440,9 @@ impl Summary {
     ) -> String {
         let o = &self.overall;
         let mut text = format!(
-            "chaos sweep: scenario {} seed {} ({} run(s) per cell, {} in all, {:.0} s wall)\ncommand: {command}\n",
+            "chaos sweep: scenario {} seed {} lock {} ({} run(s) per cell, {} in all, {:.0} s wall)\ncommand: {command}\n",
             plan.name,
+            plan.lock_used.name(),
             plan.seed,
             plan.runs,
             runs_done,
@@ -441,8 +452,8 @@ impl Summary {
             Some(p) => {
                 let w = &weathers[&plan.seed];
                 text.push_str(&format!(
-                    "latency profile on box-*->routing (targets): p50 {:.0} ms, p99 {:.0} ms, p99.9 {:.0} ms, max {:.0} ms; seed {}: {} spikes p99..p99.9, {} at p99.9 or above, {} dropped; {}\n",
-                    p.p50_ms, p.p99_ms, p.p999_ms, p.max_ms, plan.seed, w.spikes_p99, w.spikes_p999, w.dropped, w.note
+                    "latency profile on box-*->{} (targets): p50 {:.0} ms, p99 {:.0} ms, p99.9 {:.0} ms, max {:.0} ms; seed {}: {} spikes p99..p99.9, {} at p99.9 or above, {} dropped; {}\n",
+                    plan.renew_node, p.p50_ms, p.p99_ms, p.p999_ms, p.max_ms, plan.seed, w.spikes_p99, w.spikes_p999, w.dropped, w.note
                 ));
             }
             None => text.push_str("latency profile: none (--no-latency)\n"),

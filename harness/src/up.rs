@@ -21,6 +21,11 @@ pub struct UpArgs {
     /// Where the databases and the proxy run.
     #[arg(long, value_enum, default_value = "process")]
     backend: BackendKind,
+    /// The lock service to start beside the databases: claims (the routing db's claim row),
+    /// advisory (a Postgres advisory lock in the routing db) or etcd (a real etcd 3.4 member)
+    /// [default: the scenario's].
+    #[arg(long, value_enum)]
+    lock: Option<crate::lock::LockKind>,
 }
 
 #[derive(clap::Args, Debug)]
@@ -50,6 +55,7 @@ pub async fn up(a: UpArgs) -> anyhow::Result<u8> {
     }
     let scenario = resolve(&RunOptions {
         scenario: a.scenario.clone(),
+        lock: a.lock,
         ..Default::default()
     })?;
     let began = Instant::now();
@@ -73,7 +79,7 @@ pub async fn up(a: UpArgs) -> anyhow::Result<u8> {
         "cluster up in {:.2} s (scenario {}, {}); logs in {}",
         began.elapsed().as_secs_f64(),
         scenario.file.name,
-        bed.cluster.describe(),
+        bed.describe(),
         dir.logs.display()
     );
     let admin: BTreeMap<String, String> = bed
@@ -84,6 +90,9 @@ pub async fn up(a: UpArgs) -> anyhow::Result<u8> {
     for (n, url) in &admin {
         println!("{n:<8} direct   {url}");
     }
+    let service = scenario.file.lock.service;
+    let lock_direct = lock_line(&scenario, &bed);
+    println!("{}", lock_direct.0);
     // `->` cannot be in a URL path: the API names link `a->b` proxy `a_to_b` (issue 33: the
     // two names stood side by side without a word).
     println!(
@@ -92,10 +101,21 @@ pub async fn up(a: UpArgs) -> anyhow::Result<u8> {
     );
     for (link, url) in bed.urls.for_harness() {
         let proxy = crate::links::proxy_name(link);
+        // A lock service that is not Postgres is dialled at its address, as a box's
+        // CHAOS_LOCK_URLS names it.
+        let url = if crate::links::link_target(link) == crate::lock::LOCK_NODE {
+            format!("http://{}", url_addr(url))
+        } else {
+            url.clone()
+        };
         println!("{link:<18} proxy {proxy:<20} {url}");
     }
-    let state =
-        serde_json::json!({ "pid": std::process::id(), "api": bed.links.api, "nodes": admin });
+    let state = serde_json::json!({
+        "pid": std::process::id(),
+        "api": bed.links.api,
+        "nodes": admin,
+        "lock": { "service": service.name(), "direct": lock_direct.1, "key": service.key(&scenario.file.lease.job) },
+    });
     std::fs::write(state_file(), serde_json::to_string_pretty(&state)?)?;
     println!("running until Ctrl-C or `chaos down`");
     let mut term = tokio::signal::unix::signal(tokio::signal::unix::SignalKind::terminate())?;
@@ -119,6 +139,44 @@ pub async fn up(a: UpArgs) -> anyhow::Result<u8> {
         stopping.elapsed().as_secs_f64()
     );
     Ok(0)
+}
+
+/// The lock service's line (`lock  etcd  direct http://127.0.0.1:P  key /locks/job`) and its
+/// direct address, if it has a server of its own.
+fn lock_line(scenario: &crate::scenario::Scenario, bed: &Testbed) -> (String, Option<String>) {
+    let service = scenario.file.lock.service;
+    let key = service.key(&scenario.file.lease.job);
+    match bed.lock.endpoints() {
+        Some(addrs) => {
+            let url = addrs
+                .split(',')
+                .map(|a| format!("http://{a}"))
+                .collect::<Vec<_>>()
+                .join(",");
+            (
+                format!(
+                    "{:<8} direct   {url} ({}; key {key}; a box dials it through box-K->lock)",
+                    crate::lock::LOCK_NODE,
+                    bed.lock.describe().unwrap_or_default()
+                ),
+                Some(url),
+            )
+        }
+        None => (
+            format!(
+                "{:<8} {} in the routing db (key {key}; a box dials it through box-K->routing)",
+                crate::lock::LOCK_NODE,
+                service.name()
+            ),
+            None,
+        ),
+    }
+}
+
+/// `host:port` of `postgres://user@host:port/db`.
+fn url_addr(url: &str) -> &str {
+    let rest = url.split_once('@').map_or(url, |(_, r)| r);
+    rest.split('/').next().unwrap_or_default()
 }
 
 pub async fn down(a: DownArgs) -> anyhow::Result<u8> {

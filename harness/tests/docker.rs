@@ -1,4 +1,4 @@
-//! The docker backend end to end: April (lease only, then fenced), gc-pause and the generated schedule (their link triggers read through the proxy container) in containers, with the process backend's verdicts, and `chaos down --all` after a harness killed mid-run.
+//! The docker backend end to end: April (lease only, then fenced), gc-pause and the generated schedule (their link triggers read through the proxy container) in containers, with the process backend's verdicts, the GC pause with the lease in etcd in a container, and `chaos down --all` after a harness killed mid-run.
 //!
 //! Needs a Docker engine; where none answers, each test prints one SKIP line and returns (the only
 //! skip). Images are built first when missing (scripts/build-images: about 4 minutes the first
@@ -113,12 +113,13 @@ fn tempdir(what: &str) -> PathBuf {
 /// `chaos run april --backend docker --expect EXPECT EXTRA...`, its figures, and a check that
 /// the run removed every container and network it created.
 fn april_on_docker(extra: &[&str], expect: &str) -> Option<Outcome> {
-    on_docker("april", extra, expect)
+    on_docker("april", extra, expect).map(|(o, _)| o)
 }
 
-/// `chaos run SCENARIO --backend docker --expect EXPECT EXTRA...` (None: no engine), checked
-/// to have removed every container and network it created.
-fn on_docker(scenario: &str, extra: &[&str], expect: &str) -> Option<Outcome> {
+/// `chaos run SCENARIO --backend docker --expect EXPECT EXTRA...` (None: no engine): its
+/// figures and its output, after a check that the run removed every container and network it
+/// created.
+fn on_docker(scenario: &str, extra: &[&str], expect: &str) -> Option<(Outcome, String)> {
     if !engine_or_skip() {
         return None;
     }
@@ -163,12 +164,12 @@ fn on_docker(scenario: &str, extra: &[&str], expect: &str) -> Option<Outcome> {
         );
     }
     let dir = std::fs::read_dir(results.join(scenario))
-        .expect("a results/<scenario> folder")
+        .unwrap_or_else(|e| panic!("a results/{scenario} folder: {e}"))
         .flatten()
         .map(|e| e.path())
         .max()
         .expect("a run folder");
-    Some(Outcome::read(code, &dir))
+    Some((Outcome::read(code, &dir), text))
 }
 
 /// April, lease only, in containers: the process backend's figures (`figures::april_lease_only`).
@@ -208,7 +209,7 @@ fn ops(history: &str, f: &str) -> Vec<serde_json::Value> {
 #[test]
 fn gc_pause_on_docker_fires_its_link_trigger_and_loses_rows() {
     let _one = ONE_AT_A_TIME.lock().unwrap_or_else(|e| e.into_inner());
-    if let Some(o) = on_docker("gc-pause", &[], "invalid") {
+    if let Some((o, _)) = on_docker("gc-pause", &[], "invalid") {
         assert_eq!(o.code, Some(0), "--expect invalid met: {}", o.verdict);
         let fired = ops(&o.history, "trigger");
         assert_eq!(fired.len(), 1, "the one trigger fired once: {fired:?}");
@@ -227,7 +228,7 @@ fn gc_pause_on_docker_fires_its_link_trigger_and_loses_rows() {
 #[test]
 fn generated_fenced_on_docker_is_valid_with_its_triggers_fired() {
     let _one = ONE_AT_A_TIME.lock().unwrap_or_else(|e| e.into_inner());
-    if let Some(o) = on_docker("generated", &["--seed", "1", "--fencing", "on"], "valid") {
+    if let Some((o, _)) = on_docker("generated", &["--seed", "1", "--fencing", "on"], "valid") {
         assert_eq!(o.code, Some(0), "--expect valid met: {}", o.verdict);
         let fired = ops(&o.history, "trigger");
         assert!(
@@ -237,6 +238,41 @@ fn generated_fenced_on_docker_is_valid_with_its_triggers_fired() {
             "a link trigger fired: {fired:?}"
         );
     }
+}
+
+/// The lease held in etcd in a container of its own (the locally built chaos-etcd image, one
+/// member), the boxes' links to it through the proxy container, grants watched from the host:
+/// the paused holder, lease only, writes after its key's lease expired and destroys data.
+/// gc-pause-timed (the pause at a clock instant).
+#[test]
+fn gc_pause_on_etcd_in_a_container_lease_only_is_invalid() {
+    let _one = ONE_AT_A_TIME.lock().unwrap_or_else(|e| e.into_inner());
+    let Some((o, text)) = on_docker("gc-pause-timed", &["--lock", "etcd"], "invalid") else {
+        return;
+    };
+    println!("{}", o.summary());
+    assert!(
+        text.contains("lock service etcd") && text.contains("of chaos-etcd"),
+        "etcd ran in its container: {}",
+        tail(&text, 40)
+    );
+    assert_eq!(o.code, Some(0), "verdict: {}", o.verdict);
+    assert_eq!(o.verdict["valid"], "invalid");
+    let grants = o.stats["grants"].as_array().cloned().unwrap_or_default();
+    assert!(
+        grants.len() >= 2,
+        "a new holder after the pause: {grants:?}"
+    );
+    let classes = o.classes();
+    assert!(
+        classes.iter().any(|c| c == "stale-token-write"),
+        "a shard accepted the older grant's write after the newer one's: {classes:?}"
+    );
+    assert!(
+        o.stats["rows_lost"].as_u64().unwrap_or(0) > 0,
+        "the paused holder's tidy-up destroys data: {}",
+        o.summary()
+    );
 }
 
 #[test]

@@ -362,3 +362,76 @@ fn a_member_whose_peer_links_are_down_is_cut_off_from_the_others() {
     assert_none_left(&data.display().to_string(), 10);
     let _ = std::fs::remove_dir_all(&data);
 }
+
+/// `chaos up --lock etcd` starts the member beside the databases and prints where it answers
+/// (and each box's link to it, as an etcd endpoint); `chaos down` stops it: no etcd left.
+#[test]
+fn up_with_etcd_prints_the_member_and_down_stops_it() {
+    use std::io::{BufRead, BufReader};
+    use std::process::{Command, Stdio};
+    let dir = temp_dir("up-etcd");
+    let data = dir.join("data");
+    let state = dir.join("up.json");
+    let mut up = Command::new(chaos())
+        .args(["up", "--lock", "etcd", "--no-seed", "--results"])
+        .arg(dir.join("results"))
+        .current_dir(repo())
+        .env("CHAOS_DATA_DIR", &data)
+        .env("CHAOS_STATE_FILE", &state)
+        .stdout(Stdio::piped())
+        .spawn()
+        .expect("start chaos up");
+    let mut lines = BufReader::new(up.stdout.take().expect("stdout")).lines();
+    let mut printed = Vec::new();
+    while let Some(Ok(line)) = lines.next() {
+        printed.push(line.clone());
+        if line.contains("running until") {
+            break;
+        }
+    }
+    let down = Command::new(chaos())
+        .arg("down")
+        .env("CHAOS_STATE_FILE", &state)
+        .output()
+        .expect("run chaos down");
+    let _ = up.wait();
+    assert!(down.status.success());
+    assert!(
+        printed.iter().any(|l| l.starts_with("lock ")
+            && l.contains("http://127.0.0.1:")
+            && l.contains("etcd")),
+        "{printed:?}"
+    );
+    assert!(
+        printed
+            .iter()
+            .any(|l| l.starts_with("box-2->lock") && l.contains("http://127.0.0.1:")),
+        "{printed:?}"
+    );
+    // The member's data lives under the data dir: nothing mentions it once down returned.
+    assert_none_left(&data.display().to_string(), 10);
+}
+
+/// `chaos sweep --lock` checks every lease against the service before any run: etcd's leases
+/// are whole seconds, so a fixed scale that makes one a fraction is refused in one line.
+#[test]
+fn sweep_with_etcd_refuses_a_lease_it_cannot_hold() {
+    let out = std::process::Command::new(chaos())
+        .args([
+            "sweep",
+            "--scenario",
+            "sweep",
+            "--lock",
+            "etcd",
+            "--lease",
+            "2s,5s",
+            "--time-scale-ms",
+            "10",
+        ])
+        .current_dir(repo())
+        .output()
+        .expect("run chaos sweep");
+    let err = String::from_utf8_lossy(&out.stderr);
+    assert_eq!(out.status.code(), Some(3), "{err}");
+    assert!(err.contains("whole seconds"), "{err}");
+}

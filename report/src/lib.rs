@@ -84,6 +84,13 @@ pub fn render(input: &ReportInput) -> String {
             esc(&p.line())
         );
     }
+    if let Some(note) = story::lock_note(input.meta) {
+        let _ = writeln!(
+            page,
+            "<div class=\"banner\"><b>No token:</b> {}</div>",
+            esc(note)
+        );
+    }
     finding::figures(&mut page, input, &model);
     timelines(&mut page, &model);
     latencies(&mut page, input);

@@ -454,6 +454,9 @@ impl StoryFold {
         }
         lines.sort();
         let mut out = format!("{} in scenario time (seed {})\n", meta.scenario, meta.seed);
+        if let Some(note) = lock_note(meta) {
+            out.push_str(&format!("  {note}\n"));
+        }
         for l in lines.iter().take(MAX_LINES) {
             out.push_str(&format!("  {}  {}\n", ScenarioClock::format(l.t), l.text));
         }
@@ -485,6 +488,17 @@ fn role(e: &Event) -> String {
         format!(" of {members}")
     };
     format!(" ({role}; {leader}{of})")
+}
+
+/// What the lock service itself cannot give a lease-only run: an advisory lock has no token,
+/// so a mover that carries none to the shards has nothing a shard could refuse (the reference
+/// mover with `--fencing on` draws one under the lock; a team's mover does as it does).
+pub fn lock_note(meta: &RunMeta) -> Option<&'static str> {
+    let get = |k: &str| meta.mover.get(k).map(String::as_str);
+    let reference = get("command") == Some("reference mover");
+    (get("lock") == Some("advisory") && !(reference && get("fencing") == Some("on"))).then_some(
+        "advisory locks carry no fencing token: the fenced design draws one from a sequence under the lock (--fencing on)",
+    )
 }
 
 /// A scenario time that saturates rather than overflows for an absurd `time_ns`.

@@ -112,6 +112,7 @@ impl Live {
                 restart: f.restart,
                 delay: real(f.restart_delay_s),
             },
+            Default::default(),
         );
         let nemesis = Nemesis::new(
             cluster.clone(),

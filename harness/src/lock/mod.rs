@@ -193,6 +193,8 @@ pub enum LockServer {
     /// The lock lives in the routing db.
     RoutingDb,
     Etcd(EtcdServer),
+    /// etcd in a container of the run (the docker backend).
+    EtcdDocker(crate::backend::docker::DockerEtcd),
 }
 
 impl LockServer {
@@ -204,24 +206,26 @@ impl LockServer {
         run_id: &str,
         log_dir: &std::path::Path,
     ) -> anyhow::Result<LockServer> {
-        if section.has_node() && backend != crate::backend::BackendKind::Process {
-            anyhow::bail!(
-                "--lock {} runs on the process backend only for now (its docker image is not built yet): drop --backend docker",
-                section.service.name()
-            );
-        }
-        Ok(match section.service {
-            LockKind::Claims | LockKind::Advisory => LockServer::RoutingDb,
-            LockKind::Etcd => {
+        use crate::backend::BackendKind;
+        Ok(match (section.service, backend) {
+            (LockKind::Claims | LockKind::Advisory, _) => LockServer::RoutingDb,
+            (LockKind::Etcd, BackendKind::Process) => {
                 LockServer::Etcd(EtcdServer::plan(run_id, log_dir, &section.member_names()).await?)
             }
+            (LockKind::Etcd, BackendKind::Docker) if section.members != 1 => anyhow::bail!(
+                "--lock-members {}: a three-member etcd runs on the process backend only for now (its peer links need a mount namespace per member): drop --backend docker or use one member",
+                section.members
+            ),
+            (LockKind::Etcd, BackendKind::Docker) => LockServer::EtcdDocker(
+                crate::backend::docker::DockerEtcd::start(run_id, log_dir).await?,
+            ),
         })
     }
 
     /// Start every member and wait for them (and a leader).
     pub async fn launch(&mut self) -> anyhow::Result<()> {
         match self {
-            LockServer::RoutingDb => Ok(()),
+            LockServer::RoutingDb | LockServer::EtcdDocker(_) => Ok(()),
             LockServer::Etcd(e) => e.launch().await,
         }
     }
@@ -235,10 +239,12 @@ impl LockServer {
                 .into_iter()
                 .find(|(n, _)| n == node)
                 .map(|(_, a)| a),
+            LockServer::EtcdDocker(e) => (node == LOCK_NODE).then(|| e.upstream()),
         }
     }
 
-    /// The members' own client addresses, comma-separated (the observer's endpoints).
+    /// Where the harness itself (the observer, on the host) reaches the service, unproxied:
+    /// the members' own client addresses, comma-separated.
     pub fn endpoints(&self) -> Option<String> {
         match self {
             LockServer::RoutingDb => None,
@@ -249,13 +255,14 @@ impl LockServer {
                     .collect::<Vec<_>>()
                     .join(","),
             ),
+            LockServer::EtcdDocker(e) => Some(e.observe_addr()),
         }
     }
 
     /// The links between members, each `(link, listen, upstream)` (none for one member).
     pub fn peer_links(&self) -> Vec<(String, String, String)> {
         match self {
-            LockServer::RoutingDb => vec![],
+            LockServer::RoutingDb | LockServer::EtcdDocker(_) => vec![],
             LockServer::Etcd(e) => e.peer_links(),
         }
     }
@@ -265,12 +272,15 @@ impl LockServer {
         match self {
             LockServer::RoutingDb => None,
             LockServer::Etcd(e) => Some(e.describe()),
+            LockServer::EtcdDocker(e) => Some(e.describe()),
         }
     }
 
     pub async fn stop(&mut self) {
-        if let LockServer::Etcd(e) = self {
-            e.stop().await;
+        match self {
+            LockServer::RoutingDb => {}
+            LockServer::Etcd(e) => e.stop().await,
+            LockServer::EtcdDocker(e) => e.stop().await,
         }
     }
 
@@ -278,12 +288,19 @@ impl LockServer {
         match self {
             LockServer::RoutingDb => anyhow::bail!("the lock lives in the routing db"),
             LockServer::Etcd(e) => Ok(e),
+            LockServer::EtcdDocker(_) => anyhow::bail!(
+                "a pause or kill of the etcd member in its container is not built yet (stop and crash are): use the process backend"
+            ),
         }
     }
 
     /// Whether `node` is one of its members (`lock`, `lock-2`).
     pub fn has(&self, node: &str) -> bool {
-        matches!(self, LockServer::Etcd(e) if e.has(node))
+        match self {
+            LockServer::RoutingDb => false,
+            LockServer::Etcd(e) => e.has(node),
+            LockServer::EtcdDocker(_) => node == LOCK_NODE,
+        }
     }
 
     /// A nemesis stop of member `node` (its own server; the routing db is the cluster's).
@@ -292,11 +309,17 @@ impl LockServer {
         node: &str,
         mode: crate::pg::StopMode,
     ) -> anyhow::Result<()> {
+        if let LockServer::EtcdDocker(e) = self {
+            return e.stop_member(mode).await;
+        }
         self.etcd()?.stop_member(node, mode).await
     }
 
     /// A nemesis start of member `node`; how long until it answered.
     pub async fn start_member(&mut self, node: &str) -> anyhow::Result<std::time::Duration> {
+        if let LockServer::EtcdDocker(e) = self {
+            return e.start_member().await;
+        }
         self.etcd()?.start_member(node).await
     }
 
@@ -308,7 +331,7 @@ impl LockServer {
     /// Which member leads now, and every member's etcd id, for the record.
     pub async fn leader(&self) -> (Option<String>, Vec<(String, u64)>) {
         match self {
-            LockServer::RoutingDb => (None, vec![]),
+            LockServer::RoutingDb | LockServer::EtcdDocker(_) => (None, vec![]),
             LockServer::Etcd(e) => (e.leader().await, e.ids()),
         }
     }
@@ -316,7 +339,7 @@ impl LockServer {
     /// What each member says now: (node, the leader it names, its raft term).
     pub async fn views(&self) -> Vec<(String, Option<String>, u64)> {
         match self {
-            LockServer::RoutingDb => vec![],
+            LockServer::RoutingDb | LockServer::EtcdDocker(_) => vec![],
             LockServer::Etcd(e) => e.views().await,
         }
     }
@@ -324,7 +347,7 @@ impl LockServer {
     /// How long member `node`'s last start took (the longest of all for any other name).
     pub fn last_start(&self, node: &str) -> std::time::Duration {
         match self {
-            LockServer::RoutingDb => std::time::Duration::ZERO,
+            LockServer::RoutingDb | LockServer::EtcdDocker(_) => std::time::Duration::ZERO,
             LockServer::Etcd(e) => e.last_start(node),
         }
     }
@@ -334,6 +357,7 @@ impl LockServer {
         match self {
             LockServer::RoutingDb => std::time::Duration::ZERO,
             LockServer::Etcd(e) => e.started_in,
+            LockServer::EtcdDocker(e) => e.started_in,
         }
     }
 }

@@ -36,6 +36,8 @@ pub struct Observer {
     changes: Arc<Mutex<Vec<ClaimChange>>>,
     names: Names,
     task: Option<tokio::task::JoinHandle<()>>,
+    /// True once the task reads the service (etcd: its watch is up; advisory: a first poll).
+    ready: tokio::sync::watch::Receiver<bool>,
 }
 
 fn wall_ns() -> i64 {
@@ -51,6 +53,7 @@ struct Sink {
     changes: Arc<Mutex<Vec<ClaimChange>>>,
     names: Names,
     feed: tokio::sync::mpsc::UnboundedSender<Seen>,
+    ready: Arc<tokio::sync::watch::Sender<bool>>,
 }
 
 impl Sink {
@@ -110,11 +113,13 @@ impl Observer {
     ) -> (Observer, tokio::sync::mpsc::UnboundedReceiver<Seen>) {
         let (feed, rx) = tokio::sync::mpsc::unbounded_channel();
         let changes: Arc<Mutex<Vec<ClaimChange>>> = Default::default();
+        let (ready_tx, ready) = tokio::sync::watch::channel(kind == LockKind::Claims);
         let sink = Sink {
             job: job.to_string(),
             changes: changes.clone(),
             names: names.clone(),
             feed,
+            ready: Arc::new(ready_tx),
         };
         let task = match kind {
             LockKind::Claims => None,
@@ -137,9 +142,18 @@ impl Observer {
                 changes,
                 names,
                 task,
+                ready,
             },
             rx,
         )
+    }
+
+    /// Wait until the observer reads the service (a grant before then would be stamped when
+    /// its first read found it, late), at most `limit`; whether it does.
+    pub async fn ready(&self, limit: Duration) -> bool {
+        let mut ready = self.ready.clone();
+        let wait = async move { ready.wait_for(|r| *r).await.is_ok() };
+        tokio::time::timeout(limit, wait).await.unwrap_or(false)
     }
 
     pub fn kind(&self) -> LockKind {
@@ -301,6 +315,7 @@ async fn advisory(sink: Sink, url: String, key: i64) {
                 Ok(r) => r,
                 Err(_) => break,
             };
+            sink.ready.send_replace(true);
             let now = wall_ns();
             // Two orders a poll: an end before the grant that follows it in the same instant.
             count += 2;
@@ -452,6 +467,7 @@ async fn etcd_member(
         let Ok(mut stream) = client.watch(key.clone(), Some(watch)).await else {
             continue;
         };
+        sink.ready.send_replace(true);
         while let Ok(Some(msg)) = stream.message().await {
             let now = wall_ns();
             let mut w = shared.lock().await;

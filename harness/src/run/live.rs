@@ -25,6 +25,9 @@ const START_LEAD: Duration = Duration::from_millis(40);
 /// A history larger than this is cut (and the run marked incomplete): a limit on everything.
 pub const HISTORY_LIMIT: u64 = 50_000_000;
 
+/// How long the lock observer may take to read the service before the clock starts.
+const OBSERVER_READY: Duration = Duration::from_secs(10);
+
 /// Everything a run has going between the clock's start and its end.
 pub struct Live {
     pub scenario: Arc<Scenario>,
@@ -105,6 +108,26 @@ impl Live {
         links.warm_up().await;
         let launcher = cluster.launcher();
         let cluster = Arc::new(tokio::sync::Mutex::new(cluster));
+        // The lock service's own record, from before the first grant (claims: the routing db's
+        // audit and NOTIFY, read by the triggers and at the end): read before the clock starts,
+        // so a grant at the start is heard as it commits, not when a late first read finds it.
+        let service = scenario.file.lock.service;
+        let endpoint = lock.endpoints().unwrap_or_else(|| routing.clone());
+        let lock_names = crate::lock::Names::default();
+        let (observer, feed) = Observer::start(
+            service,
+            &scenario.file.lease.job,
+            &service.key(&scenario.file.lease.job),
+            &endpoint,
+            lock_names.clone(),
+        );
+        if !observer.ready(OBSERVER_READY).await {
+            anyhow::bail!(
+                "the {} lock service did not answer the harness's observer at {endpoint} within {} s",
+                service.name(),
+                OBSERVER_READY.as_secs()
+            );
+        }
         let t0 = Instant::now() + START_LEAD;
         let start_unix_ns = (SystemTime::now() + START_LEAD)
             .duration_since(UNIX_EPOCH)?
@@ -112,17 +135,8 @@ impl Live {
         let clock = scenario.clock(start_unix_ns);
         let history = HistoryWriter::create(history_path, t0, clock, HISTORY_LIMIT)?;
         let progress = Arc::new(Progress::new(farm.plan().len()));
-        let movers = movers(&scenario, specs, launcher, &history, &progress, log_dir);
-        // The lock service's own record, from before the first grant (claims: the routing db's
-        // audit and NOTIFY, read by the triggers and at the end).
-        let service = scenario.file.lock.service;
-        let endpoint = lock.endpoints().unwrap_or_else(|| routing.clone());
-        let (observer, feed) = Observer::start(
-            service,
-            &scenario.file.lease.job,
-            &service.key(&scenario.file.lease.job),
-            &endpoint,
-            movers.lock_names(),
+        let movers = movers(
+            &scenario, specs, launcher, &history, &progress, log_dir, lock_names,
         );
         if service != crate::lock::LockKind::Claims {
             watch.hear_lock(feed);
@@ -280,6 +294,7 @@ fn movers(
     history: &HistoryWriter,
     progress: &Arc<Progress>,
     log_dir: &Path,
+    lock_names: crate::lock::Names,
 ) -> Arc<Movers> {
     let s = &scenario.file;
     let real = |scenario_s: f64| scenario.real_ms(scenario_s * 1000.0);
@@ -294,6 +309,7 @@ fn movers(
             restart: s.mover.restart,
             delay: Duration::from_millis(real(s.mover.restart_delay_s)),
         },
+        lock_names,
     )
 }
 

@@ -56,6 +56,11 @@ pub struct SweepArgs {
     /// A failover scenario: the reference watcher's fence, off, on or off,on [default: off].
     #[arg(long)]
     pub(crate) fence: Option<String>,
+    /// The lock service that holds the lease in every run: claims, advisory or etcd
+    /// [default: the scenario's]. With etcd each lease's runs take the time scale that makes
+    /// it whole real seconds, and the latency profile weighs on the box-N->lock links.
+    #[arg(long, value_enum)]
+    pub(crate) lock: Option<crate::lock::LockKind>,
     /// How the --mover-cmd says it is ready: exec or gate.
     #[arg(long, value_enum)]
     mover_ready: Option<crate::scenario::Ready>,
@@ -111,6 +116,12 @@ pub struct Plan {
     pub mover_cmd: Option<String>,
     pub mover_ready: Option<crate::scenario::Ready>,
     pub restart: Option<crate::scenario::Restart>,
+    /// The lock service (None: the scenario's).
+    pub lock: Option<crate::lock::LockKind>,
+    /// The lock service the runs use (the flag's or the scenario's), and the node its
+    /// renewals go to (`routing`, or `lock` when it has a server of its own).
+    pub lock_used: crate::lock::LockKind,
+    pub renew_node: &'static str,
     pub runs: u32,
     pub seed: u64,
     pub profile: Option<profile::Profile>,
@@ -198,9 +209,18 @@ pub fn plan(a: &SweepArgs) -> anyhow::Result<Plan> {
         mover_cmd: a.mover_cmd.clone(),
         mover_ready: a.mover_ready,
         restart: a.restart,
+        lock: a.lock,
+        quiet: true,
         ..Default::default()
     };
     let scenario = run::resolve(&base)?;
+    // Every lease must be one the lock service can hold (etcd: whole seconds at the scale).
+    for lease_s in &leases_s {
+        run::resolve(&RunOptions {
+            lease_s: Some(*lease_s),
+            ..base.clone()
+        })?;
+    }
     let seed = match &a.seed {
         Some(s) => s
             .trim()
@@ -208,7 +228,33 @@ pub fn plan(a: &SweepArgs) -> anyhow::Result<Plan> {
             .map_err(|_| anyhow::anyhow!("--seed: '{s}' is not a whole number"))?,
         None => scenario.file.seed,
     };
-    let profile = if a.no_latency {
+    let profile = profile_of(a)?;
+    Ok(Plan {
+        scenario: a.scenario.clone(),
+        name: scenario.file.name.clone(),
+        leases_s,
+        fencings,
+        mover_cmd: a.mover_cmd.clone(),
+        mover_ready: a.mover_ready,
+        restart: a.restart,
+        lock: a.lock,
+        lock_used: scenario.file.lock.service,
+        renew_node: if scenario.file.lock.has_node() {
+            crate::lock::LOCK_NODE
+        } else {
+            "routing"
+        },
+        runs,
+        seed,
+        profile,
+        budget: Duration::from_secs_f64(budget_s),
+        time_scale_ms,
+    })
+}
+
+/// The latency profile the flags ask for (None: `--no-latency`).
+fn profile_of(a: &SweepArgs) -> anyhow::Result<Option<profile::Profile>> {
+    Ok(if a.no_latency {
         None
     } else {
         let ms = |flag: &str, v: &str| {
@@ -234,19 +280,5 @@ pub fn plan(a: &SweepArgs) -> anyhow::Result<Plan> {
             p999_ms,
             max_ms,
         })
-    };
-    Ok(Plan {
-        scenario: a.scenario.clone(),
-        name: scenario.file.name.clone(),
-        leases_s,
-        fencings,
-        mover_cmd: a.mover_cmd.clone(),
-        mover_ready: a.mover_ready,
-        restart: a.restart,
-        runs,
-        seed,
-        profile,
-        budget: Duration::from_secs_f64(budget_s),
-        time_scale_ms,
     })
 }

@@ -10,6 +10,7 @@
 mod cluster;
 mod containers;
 pub mod engine;
+mod lock;
 mod movers;
 mod standby;
 #[cfg(test)]
@@ -17,4 +18,5 @@ mod tests;
 
 pub use cluster::DockerCluster;
 pub use containers::{Images, RUN_LABEL};
+pub use lock::DockerEtcd;
 pub use movers::{DockerLauncher, DockerMover, DockerSignaller};
