@@ -307,7 +307,9 @@ mod tests {
             &events_at,
             &["box-1->shard1".to_string()],
             Arc::new(move |link: &str, events: &[WireEvent], at: Instant| {
-                seen_tx.send((link.to_string(), events.to_vec(), at)).unwrap();
+                seen_tx
+                    .send((link.to_string(), events.to_vec(), at))
+                    .unwrap();
                 held.lock().unwrap().take().into_iter().collect()
             }),
         )
@@ -318,8 +320,7 @@ mod tests {
         let mut got: Vec<u8> = Vec::new();
         let mut buf = [0u8; 256];
         let deadline = Instant::now() + Duration::from_millis(400);
-        while let Ok(Ok(n)) =
-            tokio::time::timeout_at(deadline.into(), client.read(&mut buf)).await
+        while let Ok(Ok(n)) = tokio::time::timeout_at(deadline.into(), client.read(&mut buf)).await
         {
             got.extend(&buf[..n]);
             if n == 0 {
@@ -334,7 +335,9 @@ mod tests {
         assert_eq!(link, "box-1->shard1", "named as the harness names links");
         assert!(
             events.contains(&WireEvent::Commit)
-                && events.iter().any(|e| matches!(e, WireEvent::Write { rows: 5, .. })),
+                && events
+                    .iter()
+                    .any(|e| matches!(e, WireEvent::Write { rows: 5, .. })),
             "{events:?}"
         );
         assert!(at.elapsed() < Duration::from_secs(2), "seen when read");
@@ -354,4 +357,3 @@ mod tests {
         proxy.shutdown().await;
     }
 }
-

@@ -126,7 +126,11 @@ impl Testbed {
             LockServer::plan(&scenario.file.lock, o.backend, &o.run_id, &o.log_dir).await?;
         let proxy_api = o.toxiproxy.clone().or_else(|| cluster.proxy_api());
         let events = cluster.link_events().filter(|_| o.toxiproxy.is_none());
-        let links = Arc::new(Links::start(proxy_api.as_deref()).await?.with_events(events));
+        let links = Arc::new(
+            Links::start(proxy_api.as_deref())
+                .await?
+                .with_events(events),
+        );
         // A cluster's members find each other through the proxy: their links first.
         let peers = lock.peer_links();
         for (link, listen, upstream) in &peers {

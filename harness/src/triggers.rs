@@ -7,8 +7,8 @@
 //! hands each firing to the nemesis.
 
 use crate::faults::Nemesis;
-use crate::scenario::Scenario;
 use crate::link_events::{OnEvents, HOLD_LIMIT};
+use crate::scenario::Scenario;
 use crate::wire::{ServerStream, WireEvent};
 use chaos_history::{OpType, ScenarioClock};
 use chaos_nemesis::{Event, Fault, FaultKind, Inside, Trigger};

@@ -33,10 +33,7 @@ impl Pace {
     pub fn line(&self) -> String {
         let (what, allows) = match self.what {
             Timed::Copies => ("copies", "the scenario allows"),
-            Timed::ClaimCalls => (
-                "claim calls (no copy was begun)",
-                "half the lease is",
-            ),
+            Timed::ClaimCalls => ("claim calls (no copy was begun)", "half the lease is"),
         };
         format!(
             "{what} took {:.1} s at p50 where {allows} {:.0} s (at {} real ms per scenario second): the mover is too slow for this scale; try --time-scale-ms {}",
@@ -78,8 +75,7 @@ pub fn pace(meta: &RunMeta, latency: &[LatencyRow]) -> Option<Pace> {
         return None;
     }
     let cut_short = !meta.completed;
-    let slow =
-        p50_ms > 1.5 * allowed_ms as f64 || (cut_short && p50_ms > allowed_ms as f64);
+    let slow = p50_ms > 1.5 * allowed_ms as f64 || (cut_short && p50_ms > allowed_ms as f64);
     if !slow {
         return None;
     }
@@ -157,8 +153,11 @@ mod tests {
         meta.lease_ms = 10_000;
         meta.completed = false;
         meta.clock.real_ns_per_scenario_s = 2_000_000;
-        let p = pace(&meta, &[named("acquire", 15_000.0), named("renew", 9_000.0)])
-            .expect("too slow");
+        let p = pace(
+            &meta,
+            &[named("acquire", 15_000.0), named("renew", 9_000.0)],
+        )
+        .expect("too slow");
         assert_eq!(p.what, Timed::ClaimCalls);
         assert_eq!(
             p.line(),

@@ -269,8 +269,7 @@ impl Ctx {
                         // Another change made the same toxic since we looked (two faults of a
                         // kind landing on one link at once): update it in place instead.
                         Err(ClientError::Api { status: 409, .. }) => {
-                            let body =
-                                json!({"attributes": attr_json, "toxicity": toxic.toxicity});
+                            let body = json!({"attributes": attr_json, "toxicity": toxic.toxicity});
                             self.post_change(&toxic_path, body, hold)?;
                         }
                         r => {

@@ -1,9 +1,9 @@
 //! The run's databases and proxy, each in a container on the run's network: start, stop and start a node again, and remove everything on every path.
 
-use crate::link_events::EVENTS_PORT;
 use super::containers::*;
 use super::engine;
 use super::movers::{DockerLauncher, LauncherInner, MoverShared};
+use crate::link_events::EVENTS_PORT;
 
 /// One database container.
 pub(super) struct DbNode {
