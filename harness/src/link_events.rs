@@ -11,8 +11,8 @@
 //! piece until the harness answers `{"release": 7}`, [`HOLD_LIMIT`] passes or the connection
 //! ends. A piece nobody fires on is let go at once: one loopback round trip per statement.
 
-use crate::wire::{ServerStream, WireEvent};
-use chaos_proxy::{Stream, TapData, TapVerdict, Taps};
+use crate::wire::{ServerStreams, WireEvent};
+use chaos_proxy::{TapVerdict, Taps};
 use serde::{Deserialize, Serialize};
 use std::collections::HashMap;
 use std::sync::atomic::{AtomicU64, Ordering};
@@ -102,25 +102,11 @@ async fn serve_one(sock: TcpStream, taps: Taps) -> anyhow::Result<()> {
         .links
         .iter()
         .map(|link| {
-            let streams: Mutex<HashMap<u64, ServerStream>> = Default::default();
+            let streams = ServerStreams::default();
             let (link, out_tx, held, seq) =
                 (link.clone(), out_tx.clone(), held.clone(), seq.clone());
             taps.subscribe(&link.clone(), move |e| {
-                if e.stream != Stream::Downstream {
-                    return TapVerdict::Forward;
-                }
-                let events = match e.data {
-                    TapData::Bytes(b) => streams
-                        .lock()
-                        .unwrap()
-                        .entry(e.connection)
-                        .or_default()
-                        .feed(b),
-                    TapData::End => {
-                        streams.lock().unwrap().remove(&e.connection);
-                        return TapVerdict::Forward;
-                    }
-                };
+                let events = streams.feed(e);
                 if events.is_empty() {
                     return TapVerdict::Forward;
                 }

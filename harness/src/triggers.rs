@@ -9,7 +9,7 @@
 use crate::faults::Nemesis;
 use crate::link_events::{OnEvents, HOLD_LIMIT};
 use crate::scenario::Scenario;
-use crate::wire::{ServerStream, WireEvent};
+use crate::wire::{ServerStreams, WireEvent};
 use chaos_history::{OpType, ScenarioClock};
 use chaos_nemesis::{Event, Fault, FaultKind, Inside, Trigger};
 use serde_json::json;
@@ -478,28 +478,14 @@ pub fn tap_links(
     links: &[String],
     on_events: Arc<OnEvents>,
 ) -> Vec<chaos_proxy::Tap> {
-    use chaos_proxy::{Stream, TapData, TapVerdict};
+    use chaos_proxy::TapVerdict;
     links
         .iter()
         .map(|link| {
-            let streams: Mutex<std::collections::HashMap<u64, ServerStream>> = Default::default();
+            let streams = ServerStreams::default();
             let (link_name, on_events) = (link.clone(), on_events.clone());
             taps.subscribe(&crate::links::proxy_name(link), move |e| {
-                if e.stream != Stream::Downstream {
-                    return TapVerdict::Forward;
-                }
-                let events = match e.data {
-                    TapData::Bytes(b) => streams
-                        .lock()
-                        .unwrap()
-                        .entry(e.connection)
-                        .or_default()
-                        .feed(b),
-                    TapData::End => {
-                        streams.lock().unwrap().remove(&e.connection);
-                        return TapVerdict::Forward;
-                    }
-                };
+                let events = streams.feed(e);
                 if events.is_empty() {
                     return TapVerdict::Forward;
                 }

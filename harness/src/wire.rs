@@ -24,6 +24,28 @@ pub enum WireEvent {
     Commit,
 }
 
+/// The server side of one link's connections, each its own [`ServerStream`], fed what the
+/// proxy's tap shows (the client's side and a connection's end tell nothing).
+#[derive(Default)]
+pub struct ServerStreams(std::sync::Mutex<std::collections::HashMap<u64, ServerStream>>);
+
+impl ServerStreams {
+    /// The events this piece of a server stream completes.
+    pub fn feed(&self, e: &chaos_proxy::TapEvent<'_>) -> Vec<WireEvent> {
+        if e.stream != chaos_proxy::Stream::Downstream {
+            return vec![];
+        }
+        let mut streams = self.0.lock().unwrap_or_else(|p| p.into_inner());
+        match e.data {
+            chaos_proxy::TapData::Bytes(b) => streams.entry(e.connection).or_default().feed(b),
+            chaos_proxy::TapData::End => {
+                streams.remove(&e.connection);
+                vec![]
+            }
+        }
+    }
+}
+
 /// Messages longer than this are not Postgres talking: stop reading the stream.
 const MAX_MESSAGE: usize = 1 << 30;
 
