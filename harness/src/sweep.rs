@@ -442,8 +442,8 @@ impl Summary {
         let mut text = format!(
             "chaos sweep: scenario {} seed {} lock {} ({} run(s) per cell, {} in all, {:.0} s wall)\ncommand: {command}\n",
             plan.name,
-            plan.lock_used.name(),
             plan.seed,
+            plan.lock_used.name(),
             plan.runs,
             runs_done,
             wall.elapsed().as_secs_f64()
