@@ -307,7 +307,7 @@ fn a_mover_too_slow_for_the_scale_is_told_the_scale_that_fits() {
         matches!(out.status.code(), Some(1) | Some(2)),
         "a verdict, not a harness failure: {stderr}"
     );
-    // Its copies are timed; on a loaded machine it may begin none, and its claim calls are.
+    // Its copies are timed; on a loaded machine it may complete none, and its claim calls are.
     let line = stderr
         .lines()
         .find(|l| l.contains("the mover is too slow for this scale; try --time-scale-ms "))
@@ -315,7 +315,7 @@ fn a_mover_too_slow_for_the_scale_is_told_the_scale_that_fits() {
     assert!(
         (line.starts_with("chaos: copies took ")
             && line.contains("at p50 where the scenario allows 5 s"))
-            || (line.starts_with("chaos: claim calls (no copy was begun) took ")
+            || (line.starts_with("chaos: claim calls (no copy completed) took ")
                 && line.contains("at p50 where half the lease is 5 s")),
         "{line}"
     );
