@@ -407,15 +407,8 @@ impl EtcdServer {
             if let Ok(Some(())) = tokio::time::timeout(wait, ask).await {
                 return Ok(());
             }
+            self.exited_at_start(i)?;
             let m = &mut self.members[i];
-            if let Some(Ok(Some(exit))) = m.child.as_mut().map(|c| c.try_wait()) {
-                m.child = None;
-                anyhow::bail!(
-                    "etcd {} exited at start ({exit}); its log: {}",
-                    m.node,
-                    m.log_path.display()
-                );
-            }
             if began.elapsed() > READY_TIMEOUT {
                 let log = m.log_path.display().to_string();
                 let node = m.node.clone();
@@ -429,19 +422,26 @@ impl EtcdServer {
         }
     }
 
+    /// An error naming member `i`'s log if it has exited while starting.
+    fn exited_at_start(&mut self, i: usize) -> anyhow::Result<()> {
+        let m = &mut self.members[i];
+        if let Some(Ok(Some(exit))) = m.child.as_mut().map(|c| c.try_wait()) {
+            m.child = None;
+            anyhow::bail!(
+                "etcd {} exited at start ({exit}); its log: {}",
+                m.node,
+                m.log_path.display()
+            );
+        }
+        Ok(())
+    }
+
     /// Wait until member `i` answers a status call (and, with `leader`, names a leader).
     async fn wait_ready(&mut self, i: usize, began: Instant, leader: bool) -> anyhow::Result<()> {
         let endpoint = format!("http://{}", self.members[i].client_addr());
         loop {
+            self.exited_at_start(i)?;
             let m = &mut self.members[i];
-            if let Some(Ok(Some(exit))) = m.child.as_mut().map(|c| c.try_wait()) {
-                m.child = None;
-                anyhow::bail!(
-                    "etcd {} exited at start ({exit}); its log: {}",
-                    m.node,
-                    m.log_path.display()
-                );
-            }
             if let Some((_, lead, id)) = status(&endpoint).await {
                 m.id = id;
                 if lead != 0 || !leader {

@@ -206,30 +206,28 @@ pub(super) async fn require_image(docker: &Docker, image: &str) -> anyhow::Resul
 
 /// Whether a container's main process is running, and its exit code if not. `None`: gone.
 pub(super) async fn container_state(docker: &Docker, id: &str) -> Option<(bool, i64)> {
-    match tokio::time::timeout(
-        CALL_TIMEOUT,
-        docker.inspect_container(id, None::<InspectContainerOptions>),
-    )
-    .await
-    {
-        Ok(Ok(info)) => {
-            let st = info.state.unwrap_or_default();
-            Some((st.running.unwrap_or(false), st.exit_code.unwrap_or(-1)))
-        }
-        _ => None,
-    }
+    let st = inspect(docker, id).await?.state.unwrap_or_default();
+    Some((st.running.unwrap_or(false), st.exit_code.unwrap_or(-1)))
 }
 
-/// The container's main process as this host numbers it, when the engine runs on this host
-/// (the process's cgroup names the container): a signal can then go to it directly.
-pub(super) async fn host_pid(docker: &Docker, id: &str) -> Option<i32> {
-    let info = tokio::time::timeout(
+/// What the engine says of container `id`, bounded (None: no answer, or gone).
+pub(super) async fn inspect(
+    docker: &Docker,
+    id: &str,
+) -> Option<testcontainers::bollard::models::ContainerInspectResponse> {
+    tokio::time::timeout(
         CALL_TIMEOUT,
         docker.inspect_container(id, None::<InspectContainerOptions>),
     )
     .await
     .ok()?
-    .ok()?;
+    .ok()
+}
+
+/// The container's main process as this host numbers it, when the engine runs on this host
+/// (the process's cgroup names the container): a signal can then go to it directly.
+pub(super) async fn host_pid(docker: &Docker, id: &str) -> Option<i32> {
+    let info = inspect(docker, id).await?;
     let pid = i32::try_from(info.state?.pid?).ok().filter(|p| *p > 0)?;
     runs_in(pid, id).then_some(pid)
 }

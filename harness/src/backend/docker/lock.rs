@@ -295,14 +295,9 @@ async fn answers(addr: &str) -> bool {
 
 /// The container's address on its (one) network.
 async fn container_ip(docker: &Docker, id: &str) -> Option<String> {
-    let info = tokio::time::timeout(
-        CALL_TIMEOUT,
-        docker.inspect_container(id, None::<InspectContainerOptions>),
-    )
-    .await
-    .ok()?
-    .ok()?;
-    info.network_settings?
+    inspect(docker, id)
+        .await?
+        .network_settings?
         .networks?
         .into_values()
         .find_map(|n| n.ip_address.filter(|ip| !ip.is_empty()))
