@@ -159,14 +159,14 @@ impl Ctx {
     }
 
     /// One POST as a change: held until its instant as raw HTTP (see [`held::send_held`]),
-    /// or sent now.
-    fn post_change(&self, path: &str, body: Value, hold: &Hold) -> Result<(), ClientError> {
+    /// or sent now. Returns the answer's body: the object as this change left it.
+    fn post_change(&self, path: &str, body: Value, hold: &Hold) -> Result<String, ClientError> {
         if hold.until.is_some() {
-            self.send_held(&[("POST", path.to_string(), Some(body))], hold)?;
+            let mut answers = self.send_held(&[("POST", path.to_string(), Some(body))], hold)?;
+            Ok(answers.pop().unwrap_or_default())
         } else {
-            hold.change(|| self.send(Method::POST, path, Some(&body)))?;
+            hold.change(|| self.send(Method::POST, path, Some(&body)))
         }
-        Ok(())
     }
 
     fn get_json<T: DeserializeOwned>(&self, path: &str) -> Result<T, ClientError> {
@@ -244,10 +244,12 @@ impl Ctx {
             .collect();
         let toxic_path = format!("/proxies/{proxy}/toxics/{name}");
         let existing = current.toxics.iter().find(|t| t.name == name);
-        if existing.is_some_and(|t| t.kind == kind) {
+        let update = json!({"attributes": attr_json, "toxicity": toxic.toxicity});
+        // The answer to our own change is the read-back: a later change landing at the same
+        // instant (two faults of a kind on one link) may replace it before a GET would look.
+        let answer = if existing.is_some_and(|t| t.kind == kind) {
             // Update in place rather than delete+create: no window where the fault is lifted.
-            let body = json!({"attributes": attr_json, "toxicity": toxic.toxicity});
-            self.post_change(&toxic_path, body, hold)?;
+            Some(self.post_change(&toxic_path, update, hold)?)
         } else {
             if existing.is_some() {
                 // A hand-made toxic squatting on the name: remove it so ours can be created.
@@ -260,6 +262,7 @@ impl Ctx {
                         create(&p);
                         Ok(())
                     })?;
+                    None
                 }
                 _ => {
                     let body = json!({"name": name, "type": kind, "stream": toxic.stream.as_str(),
@@ -269,17 +272,18 @@ impl Ctx {
                         // Another change made the same toxic since we looked (two faults of a
                         // kind landing on one link at once): update it in place instead.
                         Err(ClientError::Api { status: 409, .. }) => {
-                            let body = json!({"attributes": attr_json, "toxicity": toxic.toxicity});
-                            self.post_change(&toxic_path, body, hold)?;
+                            Some(self.post_change(&toxic_path, update, hold)?)
                         }
-                        r => {
-                            r?;
-                        }
+                        r => Some(r?),
                     }
                 }
             }
-        }
-        let got: ToxicInfo = self.get_json(&toxic_path)?;
+        };
+        let got: ToxicInfo = match answer {
+            Some(text) => serde_json::from_str(&text)
+                .map_err(|e| ClientError::BadBody(format!("{e}: {text}")))?,
+            None => self.get_json(&toxic_path)?,
+        };
         let attrs_ok = attrs
             .iter()
             .all(|(k, v)| got.attr_i64(k) == Some(i64::from(*v)));
