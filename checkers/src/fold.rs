@@ -60,6 +60,11 @@ pub struct HistoryFold {
 }
 
 impl HistoryFold {
+    /// Events observed so far.
+    pub fn events(&self) -> u64 {
+        self.events
+    }
+
     pub fn new(meta: &RunMeta) -> HistoryFold {
         let mut fold = HistoryFold {
             turbines: Vec::new(),

@@ -1,9 +1,8 @@
 //! Checkers: pure functions `(history, audit, final state, meta) -> Verdict`.
 //!
 //! Invariant: no IO, no clock, no randomness, no tokio, no Postgres. Reading
-//! files and writing `verdict.json` is the harness's job. The one exception
-//! is `bench`, which times a synthetic check and reads the process's peak
-//! memory for `chaos bench`; no checker calls it.
+//! files and writing `verdict.json` is the harness's job; timing a check is
+//! `chaos-bench`'s.
 //!
 //! `failover::check` judges a run of the failover system (a primary, a replica and a watcher).
 //!
@@ -11,7 +10,6 @@
 //! for a history too big to hold (`observe` every event, then `finish`).
 
 mod attribution;
-mod bench;
 mod claims;
 mod designs;
 pub mod failover;
@@ -32,7 +30,6 @@ mod times;
 mod verdict;
 mod writes;
 
-pub use bench::{bench_synthetic, BenchFigures, Synthetic};
 pub use fold::{FoldEvent, HistoryFold, Refusal, TurbineList};
 pub use observed::in_order;
 pub use stats::{GrantStat, Stats};

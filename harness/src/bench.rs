@@ -36,8 +36,6 @@ pub struct BenchArgs {
     toxiproxy: Option<String>,
 }
 
-pub use crate::sweep::{sweep, SweepArgs};
-
 fn median(mut v: Vec<f64>) -> f64 {
     v.sort_by(|a, b| a.total_cmp(b));
     v[v.len() / 2]
@@ -120,7 +118,7 @@ async fn measure(a: BenchArgs, say: &mut impl FnMut(String)) -> anyhow::Result<(
     if a.what == "checker" || a.what == "all" {
         let events = a.events.unwrap_or(10_000_000);
         let text =
-            tokio::task::spawn_blocking(move || chaos_checkers::bench_synthetic(events)).await?;
+            tokio::task::spawn_blocking(move || chaos_bench::bench_synthetic(events)).await?;
         say(text.to_string());
     }
     if a.what == "check" {
@@ -620,7 +618,7 @@ fn thousands(n: u64) -> String {
 pub fn write_synthetic_run(dir: &Path, events: u64) -> anyhow::Result<(u64, u64)> {
     use std::io::Write;
     std::fs::create_dir_all(dir)?;
-    let mut syn = chaos_checkers::Synthetic::new(events);
+    let mut syn = chaos_bench::Synthetic::new(events);
     let clock = syn.meta.clock;
     crate::results::write_json(&dir.join(chaos_history::RUN_META_FILE), &syn.meta)?;
     crate::results::write_json(&dir.join(chaos_history::AUDIT_FILE), &syn.audit)?;

@@ -1,6 +1,6 @@
 //! `chaos`: the command line. Flags are parsed once into validated options; exit codes 0 valid, 1 invalid, 2 unknown, 3 the harness failed.
 
-use chaos_harness::{bench, check, install, nightly, run, scenario, shrink, up, values};
+use chaos_harness::{bench, check, install, nightly, run, scenario, shrink, sweep, up, values};
 use clap::{Parser, Subcommand};
 use std::path::PathBuf;
 use std::process::ExitCode;
@@ -65,7 +65,7 @@ enum Command {
     /// Cut a failing run's schedule down to the smallest one that still fails the same way.
     Shrink(shrink::ShrinkArgs),
     /// Run a scenario for several lease durations and tabulate false expiries, vacancy and loss.
-    Sweep(bench::SweepArgs),
+    Sweep(sweep::SweepArgs),
     /// Start a cluster (routing + shards + proxies) for manual poking; prints connection strings, runs until Ctrl-C or `chaos down`.
     Up(up::UpArgs),
     /// Stop the cluster `chaos up` started.
@@ -157,7 +157,7 @@ async fn main_inner(cli: Cli) -> anyhow::Result<u8> {
         }
         Command::Nightly(a) => nightly::nightly(a).await,
         Command::Shrink(a) => shrink::shrink(a).await,
-        Command::Sweep(a) => bench::sweep(a).await,
+        Command::Sweep(a) => sweep::sweep(a).await,
         Command::Up(a) => up::up(a).await,
         Command::Down(a) => up::down(a).await,
         Command::Install(a) => install::install(a).await,

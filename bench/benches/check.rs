@@ -1,4 +1,4 @@
-//! Prints the checker's figures on a synthetic run: `cargo bench -p chaos-checkers --bench check [-- EVENTS]` (default 10 M events).
+//! Prints the checker's figures on a synthetic run: `cargo bench -p chaos-bench --bench check [-- EVENTS]` (default 10 M events).
 
 fn main() {
     // cargo passes `--bench`; the first number, if any, is the event count.
@@ -6,5 +6,5 @@ fn main() {
         .skip(1)
         .find_map(|a| a.parse::<u64>().ok())
         .unwrap_or(10_000_000);
-    println!("{}", chaos_checkers::bench_synthetic(events));
+    println!("{}", chaos_bench::bench_synthetic(events));
 }
