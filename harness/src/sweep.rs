@@ -51,29 +51,7 @@ fn weather(plan: &Plan, scenario: &Scenario, seed: u64) -> profile::Generated {
             ..Default::default()
         };
     };
-    // The scenario's own link faults keep their links: a second latency toxic on
-    // a link would collide, and a heal removes every toxic on it.
-    let mut open: BTreeMap<(usize, String), i64> = BTreeMap::new();
-    let mut busy: BTreeMap<String, Vec<(i64, i64)>> = BTreeMap::new();
-    for op in scenario
-        .schedule
-        .ops
-        .iter()
-        .filter(|o| o.kind.is_link_fault())
-    {
-        for link in &op.links {
-            if op.heal {
-                if let Some(a) = open.remove(&(op.fault, link.clone())) {
-                    busy.entry(link.clone()).or_default().push((a, op.at_ms));
-                }
-            } else {
-                open.insert((op.fault, link.clone()), op.at_ms);
-            }
-        }
-    }
-    for ((_, link), a) in open {
-        busy.entry(link).or_default().push((a, scenario.end_ms));
-    }
+    let busy = scenario.busy_links();
     // The renewals' links: the routing db's, or the lock service's own when it has a server.
     let target = if scenario.file.lock.has_node() {
         crate::lock::LOCK_NODE

@@ -23,7 +23,6 @@ use crate::progress::say;
 use crate::results::{self, RunDir};
 use crate::run::options::{RunOptions, RunOutcome};
 use crate::scenario::{Scenario, ScenarioFile, System};
-use crate::testbed::BedOptions;
 use chaos_history::failover_names as names;
 use chaos_history::{FailoverMeta, FAILOVER_SYSTEM};
 use chaos_workloads::failover::env;
@@ -123,29 +122,8 @@ async fn run_in(
 ) -> anyhow::Result<RunOutcome> {
     let s = &scenario.file;
     let quiet = opts.quiet;
-    say(
-        quiet,
-        &format!(
-            "chaos: {} (seed {}) -> {}",
-            s.name,
-            s.seed,
-            dir.path.display()
-        ),
-    );
-    results::write_json(
-        &dir.file("config.json"),
-        &json!({ "scenario": &**scenario, "seed": s.seed, "git_commit": results::git_commit(), "backend": backend, "toxiproxy": opts.toxiproxy }),
-    )?;
-    let bed = FailoverBed::start(
-        scenario,
-        &BedOptions {
-            backend,
-            toxiproxy: opts.toxiproxy.clone(),
-            log_dir: dir.logs.clone(),
-            run_id: dir.run_id.clone(),
-        },
-    )
-    .await?;
+    let bed_opts = crate::run::options::open_run(opts, scenario, backend, dir)?;
+    let bed = FailoverBed::start(scenario, &bed_opts).await?;
     let cluster_s = bed.cluster_s;
     say(
         quiet,

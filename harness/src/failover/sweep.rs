@@ -14,7 +14,6 @@ use crate::sweep::profile;
 use chaos_history::failover_names as names;
 use chaos_report::failover::sweep::{self as table, RunFigures};
 use serde_json::json;
-use std::collections::BTreeMap;
 use std::path::Path;
 use std::time::{Duration, Instant};
 
@@ -104,7 +103,7 @@ pub async fn sweep(a: &SweepArgs) -> anyhow::Result<u8> {
             &[format!("{}->{}", names::WATCHER, names::PRIMARY)],
             scenario.start_ms + 1_000,
             scenario.end_ms - 1_000,
-            &busy(&scenario),
+            &scenario.busy_links(),
             scale,
         ),
         None => profile::Generated::default(),
@@ -299,33 +298,6 @@ fn write_out(
         }),
     )?;
     Ok(text)
-}
-
-/// The stretches the scenario's own link faults hold each link (a second toxic on a link
-/// would collide with them, and their heal removes every toxic on it).
-fn busy(scenario: &crate::scenario::Scenario) -> BTreeMap<String, Vec<(i64, i64)>> {
-    let mut open: BTreeMap<(usize, String), i64> = BTreeMap::new();
-    let mut out: BTreeMap<String, Vec<(i64, i64)>> = BTreeMap::new();
-    for op in scenario
-        .schedule
-        .ops
-        .iter()
-        .filter(|o| o.kind.is_link_fault())
-    {
-        for link in &op.links {
-            if op.heal {
-                if let Some(from) = open.remove(&(op.fault, link.clone())) {
-                    out.entry(link.clone()).or_default().push((from, op.at_ms));
-                }
-            } else {
-                open.insert((op.fault, link.clone()), op.at_ms);
-            }
-        }
-    }
-    for ((_, link), from) in open {
-        out.entry(link).or_default().push((from, scenario.end_ms));
-    }
-    out
 }
 
 /// One run's figures from its verdict and history (check latencies in scenario ms).

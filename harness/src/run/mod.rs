@@ -17,7 +17,7 @@ use crate::faults::clock;
 use crate::progress::say;
 use crate::results::{self, RunDir};
 use crate::scenario::{self, Scenario, System};
-use crate::testbed::{farm, BedOptions, Testbed};
+use crate::testbed::{farm, Testbed};
 use chaos_checkers::Validity;
 use live::Live;
 use serde_json::json;
@@ -170,34 +170,11 @@ async fn run_in(
     dir: &RunDir,
     wall: Instant,
 ) -> anyhow::Result<RunOutcome> {
-    let s = &scenario.file;
     let farm = farm(scenario);
     let quiet = opts.quiet;
-    say(
-        quiet,
-        &format!(
-            "chaos: {} (seed {}) -> {}",
-            s.name,
-            s.seed,
-            dir.path.display()
-        ),
-    );
-    results::write_json(
-        &dir.file("config.json"),
-        &json!({ "scenario": &**scenario, "seed": s.seed, "git_commit": results::git_commit(), "backend": backend, "toxiproxy": opts.toxiproxy }),
-    )?;
-
+    let bed_opts = crate::run::options::open_run(opts, scenario, backend, dir)?;
     // The testbed: routing + shards, a proxy per link, the schema, the plan, the readings.
-    let bed = Testbed::start(
-        scenario,
-        &BedOptions {
-            backend,
-            toxiproxy: opts.toxiproxy.clone(),
-            log_dir: dir.logs.clone(),
-            run_id: dir.run_id.clone(),
-        },
-    )
-    .await?;
+    let bed = Testbed::start(scenario, &bed_opts).await?;
     let cluster_s = bed.cluster_s;
     let lock_s = bed.lock.started_in().as_secs_f64();
     let (n, where_) = (bed.nodes.len(), bed.describe());

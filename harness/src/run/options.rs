@@ -90,3 +90,34 @@ pub struct Timings {
     pub seed_s: f64,
     pub final_s: f64,
 }
+
+/// The frame every system's run opens with: the line naming the run and its directory, and
+/// `config.json` (the resolved scenario, seed, git commit, backend), then the testbed's
+/// options for that directory.
+pub(crate) fn open_run(
+    opts: &RunOptions,
+    scenario: &Scenario,
+    backend: BackendKind,
+    dir: &crate::results::RunDir,
+) -> anyhow::Result<crate::testbed::BedOptions> {
+    let s = &scenario.file;
+    crate::progress::say(
+        opts.quiet,
+        &format!(
+            "chaos: {} (seed {}) -> {}",
+            s.name,
+            s.seed,
+            dir.path.display()
+        ),
+    );
+    crate::results::write_json(
+        &dir.file("config.json"),
+        &serde_json::json!({ "scenario": scenario, "seed": s.seed, "git_commit": crate::results::git_commit(), "backend": backend, "toxiproxy": opts.toxiproxy }),
+    )?;
+    Ok(crate::testbed::BedOptions {
+        backend,
+        toxiproxy: opts.toxiproxy.clone(),
+        log_dir: dir.logs.clone(),
+        run_id: dir.run_id.clone(),
+    })
+}
