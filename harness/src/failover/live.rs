@@ -17,11 +17,7 @@ use std::collections::BTreeMap;
 use std::path::Path;
 use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
 use std::sync::Arc;
-use std::time::{Duration, Instant, SystemTime, UNIX_EPOCH};
-
-/// As for the mover: the clock starts a moment after everything is ready, so the faults due
-/// at the start land on it.
-const START_LEAD: Duration = Duration::from_millis(40);
+use std::time::{Duration, Instant};
 
 /// A history larger than this is cut (and the run marked incomplete).
 pub const HISTORY_LIMIT: u64 = 5_000_000;
@@ -93,12 +89,8 @@ impl Live {
             .map(|n| (n.to_string(), cluster.admin_url(n)))
             .collect();
         let cluster = Arc::new(tokio::sync::Mutex::new(cluster));
-        let t0 = Instant::now() + START_LEAD;
-        let start_unix_ns = (SystemTime::now() + START_LEAD)
-            .duration_since(UNIX_EPOCH)?
-            .as_nanos() as i64;
-        let clock = scenario.clock(start_unix_ns);
-        let history = HistoryWriter::create(history_path, t0, clock, HISTORY_LIMIT)?;
+        let (t0, clock, history) =
+            crate::run::live::start_clock(&scenario, history_path, HISTORY_LIMIT)?;
         let progress = Arc::new(Progress::new(0));
         let real = |scenario_s: f64| Duration::from_millis(scenario.real_ms(scenario_s * 1000.0));
         let movers = Movers::new(

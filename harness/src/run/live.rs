@@ -78,6 +78,22 @@ pub struct Bed {
     pub shards: Vec<String>,
 }
 
+/// The run's clock, starting a moment from now (so the faults due at the start land at it),
+/// and its history: every system's live run begins with them.
+pub(crate) fn start_clock(
+    scenario: &Scenario,
+    history_path: &Path,
+    limit: u64,
+) -> anyhow::Result<(Instant, ScenarioClock, HistoryWriter)> {
+    let t0 = Instant::now() + START_LEAD;
+    let start_unix_ns = (SystemTime::now() + START_LEAD)
+        .duration_since(UNIX_EPOCH)?
+        .as_nanos() as i64;
+    let clock = scenario.clock(start_unix_ns);
+    let history = HistoryWriter::create(history_path, t0, clock, limit)?;
+    Ok((t0, clock, history))
+}
+
 impl Live {
     /// The run's clock checked against the wall clock now (`progress::checked_clock`).
     pub fn clock_now(&self, quiet: bool) -> ScenarioClock {
@@ -128,12 +144,7 @@ impl Live {
                 OBSERVER_READY.as_secs()
             );
         }
-        let t0 = Instant::now() + START_LEAD;
-        let start_unix_ns = (SystemTime::now() + START_LEAD)
-            .duration_since(UNIX_EPOCH)?
-            .as_nanos() as i64;
-        let clock = scenario.clock(start_unix_ns);
-        let history = HistoryWriter::create(history_path, t0, clock, HISTORY_LIMIT)?;
+        let (t0, clock, history) = start_clock(&scenario, history_path, HISTORY_LIMIT)?;
         let progress = Arc::new(Progress::new(farm.plan().len()));
         let movers = movers(
             &scenario, specs, launcher, &history, &progress, log_dir, lock_names,

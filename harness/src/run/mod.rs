@@ -5,7 +5,7 @@
 
 pub mod boxes;
 mod judge;
-mod live;
+pub(crate) mod live;
 pub mod options;
 mod sut;
 
