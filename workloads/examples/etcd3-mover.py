@@ -11,6 +11,10 @@
 # to this box, as docs/mover-protocol.md says. Its fencing token is the lock key's create
 # revision, read after the recipe's acquire.
 #
+# python3-etcd3 0.12 speaks to one endpoint per client: the mover keeps a client for each of
+# CHAOS_LOCK_URLS, acquires through the next when one does not answer, and keeps its lease alive
+# through any that does (`refresh_lease`), so a paused or cut-off member of three is survived.
+#
 # Its own switch (environment): ETCD3_MOVER_FENCING=on|off (default off): fence every plan
 # shard when it takes the lock, and begin every shard write with the fence statement.
 import json
@@ -74,10 +78,19 @@ def write(conn, token, sql, args=()):
             return cur.rowcount
 
 
+def etcd_clients():
+    """One client per endpoint in CHAOS_LOCK_URLS: python3-etcd3 0.12 speaks to one endpoint,
+    so the mover turns to the next when one does not answer (a member paused or cut off)."""
+    out = []
+    for url in os.environ["CHAOS_LOCK_URLS"].split(","):
+        host, port = url.split("://")[-1].rsplit(":", 1)
+        out.append(etcd3.client(host=host, port=int(port), timeout=max(LEASE_MS / 1000.0, 1.0)))
+    return out
+
+
 def main():
-    host_port = os.environ["CHAOS_LOCK_URLS"].split(",")[0].split("://")[-1]
-    host, port = host_port.rsplit(":", 1)
-    etcd = etcd3.client(host=host, port=int(port), timeout=max(LEASE_MS / 1000.0, 1.0))
+    clients = etcd_clients()
+    turn = 0
     routing = connect(os.environ["CHAOS_ROUTING_URL"])
     urls = shard_urls()
     shards = {name: connect(url) for name, url in urls.items()}
@@ -90,13 +103,16 @@ def main():
         open(os.environ["CHAOS_GATE"]).readline()
 
     ttl = max(1, (LEASE_MS + 999) // 1000)
-    lock = etcd.lock(KEY[len(PREFIX):] if KEY.startswith(PREFIX) else KEY, ttl=ttl)
+    name = KEY[len(PREFIX):] if KEY.startswith(PREFIX) else KEY
     while True:
+        etcd = clients[turn % len(clients)]
+        lock = etcd.lock(name, ttl=ttl)
         say("invoke", "acquire", {})
         try:
             got = lock.acquire(timeout=POLL_MS / 1000.0)
-        except Exception as e:  # the lock service unreachable: try again
+        except Exception as e:  # this endpoint unreachable: try again through the next
             say("info", "acquire", {"error": str(e)})
+            turn += 1
             time.sleep(POLL_MS / 1000.0)
             continue
         if got:
@@ -122,9 +138,17 @@ def main():
     def renew():
         for _ in range(3):
             say("invoke", "renew", {"token": token})
-            try:
-                ttl_left = lock.refresh()[0].TTL
-            except Exception:
+            ttl_left = None
+            # The lock's own client first, then the lease kept alive through each other endpoint.
+            for keep in [lambda: lock.refresh()] + [
+                (lambda c=c: list(c.refresh_lease(lock.lease.id))) for c in clients if c is not etcd
+            ]:
+                try:
+                    ttl_left = keep()[0].TTL
+                    break
+                except Exception:
+                    continue
+            if ttl_left is None:
                 say("fail", "renew", {"token": token, "reason": "unreachable"})
                 time.sleep(POLL_MS / 1000.0)
                 continue
