@@ -1,5 +1,6 @@
 //! The links: one Toxiproxy proxy per client-to-database link, on our embedded server or on a real Toxiproxy the user names. The only place the harness talks to the proxy.
 
+use chaos_nemesis::Link;
 use chaos_proxy::{ProxyThread, ToxicKind, ToxicSpec, ToxiproxyClient};
 use std::collections::{BTreeMap, BTreeSet};
 use std::net::SocketAddr;
@@ -7,7 +8,7 @@ use std::sync::Mutex;
 
 /// Proxy names cannot hold `->` in a URL path: `box-2->shard1` is proxy `box-2_to_shard1`.
 pub fn proxy_name(link: &str) -> String {
-    link.replace("->", "_to_")
+    Link::parse(link).map_or_else(|| link.to_string(), |l| l.proxy_name())
 }
 
 pub struct Links {
@@ -36,7 +37,7 @@ pub enum LinkReader {
 
 /// A link's database: `box-2->shard1` goes to `shard1`.
 pub fn link_target(link: &str) -> &str {
-    link.rsplit_once("->").map(|(_, t)| t).unwrap_or(link)
+    Link::parse(link).map_or(link, |l| l.node)
 }
 
 impl Links {

@@ -62,7 +62,7 @@ fn weather(plan: &Plan, scenario: &Scenario, seed: u64) -> profile::Generated {
         .topology()
         .boxes
         .iter()
-        .map(|b| format!("{b}->{target}"))
+        .map(|b| chaos_nemesis::Link::name(b, target))
         .collect();
     // Room at both ends: the first second is the movers starting, the last the run ending.
     profile::generate(

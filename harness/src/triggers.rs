@@ -122,7 +122,11 @@ impl Triggers {
 
     /// What a box-to-shard link's server said (`link` is `box-2->shard1`).
     pub fn link_event(&mut self, link: &str, ev: &WireEvent, now_ms: i64) -> Vec<Firing> {
-        let Some((who, shard)) = link.split_once("->") else {
+        let Some(chaos_nemesis::Link {
+            client: who,
+            node: shard,
+        }) = chaos_nemesis::Link::parse(link)
+        else {
             return vec![];
         };
         let on = match ev {

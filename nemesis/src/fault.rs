@@ -1,5 +1,6 @@
 //! One fault: what, on which target, from when and for how long (scenario ms).
 
+use crate::link::Link;
 use serde::{Deserialize, Serialize};
 
 /// Which direction of a link a toxic applies to (Toxiproxy's names).
@@ -159,7 +160,7 @@ impl FaultKind {
             FaultKind::Pause { target, .. }
             | FaultKind::Kill { target }
             | FaultKind::Clock { target, .. } => target.as_str(),
-            k if k.is_link_fault() => k.target().split_once("->").map_or("", |(c, _)| c.trim()),
+            k if k.is_link_fault() => Link::parse(k.target()).map_or("", |l| l.client),
             _ => return None,
         };
         ROLES.iter().copied().find(|r| *r == who)
@@ -177,8 +178,8 @@ impl FaultKind {
             | FaultKind::Down { link }
             | FaultKind::Timeout { link, .. }
             | FaultKind::ResetPeer { link, .. } => {
-                if let Some((_, node)) = link.split_once("->") {
-                    *link = format!("{b}->{}", node.trim());
+                if let Some(l) = Link::parse(link) {
+                    *link = Link::name(b, l.node);
                 }
             }
             FaultKind::Stop { .. } | FaultKind::Crash { .. } => {}

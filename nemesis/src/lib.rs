@@ -6,6 +6,7 @@
 //! not exist.
 
 mod fault;
+mod link;
 mod random;
 mod schedule;
 mod topology;
@@ -14,6 +15,7 @@ mod trigger;
 pub use fault::{
     closing_verb, is_closing_verb, Family, Fault, FaultKind, Stream, ROLES, VERB_PAIRS,
 };
+pub use link::{Link, ARROW};
 pub use random::{generate, RandomProfile, Rng, TargetSpread};
 pub use schedule::{expand, NemesisOp, Schedule};
 pub use topology::{LinkPattern, Topology};

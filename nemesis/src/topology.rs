@@ -4,6 +4,8 @@
 //! db and shards, every client linked to every node but the ingest to the routing db); another
 //! system lists its own with `Topology::with_links` (the failover's `app->primary`, ...).
 
+use crate::link::Link;
+
 /// The cluster's names, as a scenario sees them.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct Topology {
@@ -34,7 +36,7 @@ impl Topology {
                 if c == "ingest" && n == "routing" {
                     continue;
                 }
-                links.push(format!("{c}->{n}"));
+                links.push(Link::name(c, n));
             }
         }
         Topology {
@@ -55,12 +57,12 @@ impl Topology {
         for m in members {
             t.nodes.push(m.clone());
             for b in &t.boxes {
-                t.links.push(format!("{b}->{m}"));
+                t.links.push(Link::name(b, m));
             }
         }
         for from in members.iter().filter(|_| members.len() > 1) {
             for to in members.iter().filter(|to| *to != from) {
-                t.links.push(format!("{from}->{to}"));
+                t.links.push(Link::name(from, to));
             }
         }
         t.members = members.to_vec();
@@ -73,7 +75,7 @@ impl Topology {
     pub fn with_links(boxes: Vec<String>, nodes: Vec<String>, links: Vec<String>) -> Topology {
         let mut clients: Vec<String> = Vec::new();
         for l in &links {
-            let client = l.split_once("->").map_or(l.as_str(), |(c, _)| c);
+            let client = Link::parse(l).map_or(l.as_str(), |l| l.client);
             if !clients.iter().any(|c| c == client) {
                 clients.push(client.to_string());
             }
@@ -108,14 +110,10 @@ pub struct LinkPattern {
 
 impl LinkPattern {
     pub fn parse(text: &str) -> Option<LinkPattern> {
-        let (client, node) = text.split_once("->")?;
-        let (client, node) = (client.trim(), node.trim());
-        if client.is_empty() || node.is_empty() {
-            return None;
-        }
+        let l = Link::parse(text)?;
         Some(LinkPattern {
-            client: client.into(),
-            node: node.into(),
+            client: l.client.into(),
+            node: l.node.into(),
         })
     }
 
@@ -125,8 +123,8 @@ impl LinkPattern {
             .links()
             .into_iter()
             .filter(|l| {
-                let (c, n) = l.split_once("->").expect("links have arrows");
-                glob(&self.client, c) && glob(&self.node, n)
+                Link::parse(l)
+                    .is_some_and(|l| glob(&self.client, l.client) && glob(&self.node, l.node))
             })
             .collect()
     }

@@ -398,7 +398,7 @@ impl StoryFold {
         };
         let target = e.s("target");
         // Still a role (`holder`, `previous-holder->shard1`): nobody held it then.
-        let role = target.split("->").next().unwrap_or("").trim();
+        let role = chaos_nemesis::Link::parse(&target).map_or(target.trim(), |l| l.client);
         let to = if chaos_nemesis::ROLES.contains(&role) {
             format!("but no box is the {role}: nothing lands on {target}")
         } else {

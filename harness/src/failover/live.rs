@@ -133,7 +133,10 @@ impl Live {
             .map(|(u, n)| {
                 (
                     u.clone(),
-                    (n.clone(), urls.harness(&format!("{}->{n}", names::APP))),
+                    (
+                        n.clone(),
+                        urls.harness(&chaos_nemesis::Link::name(names::APP, n)),
+                    ),
                 )
             })
             .collect();

@@ -241,10 +241,13 @@ fn watcher_spec(
         .cluster
         .proxy_api_for_movers()
         .unwrap_or_else(|| bed.links.api.clone());
-    let link = |to: &str| bed.urls.mover(&format!("{}->{to}", names::WATCHER));
+    let link = |to: &str| {
+        bed.urls
+            .mover(&chaos_nemesis::Link::name(names::WATCHER, to))
+    };
     let client = [
         names::SERVICE.to_string(),
-        proxy_name(&format!("{}->{}", names::APP, names::PRIMARY)),
+        proxy_name(&chaos_nemesis::Link::name(names::APP, names::PRIMARY)),
     ];
     let all: Vec<String> = LINKS
         .iter()

@@ -100,7 +100,7 @@ pub async fn sweep(a: &SweepArgs) -> anyhow::Result<u8> {
         Some(profile) => profile::generate(
             profile,
             c.seed,
-            &[format!("{}->{}", names::WATCHER, names::PRIMARY)],
+            &[chaos_nemesis::Link::name(names::WATCHER, names::PRIMARY)],
             scenario.start_ms + 1_000,
             scenario.end_ms - 1_000,
             &scenario.busy_links(),

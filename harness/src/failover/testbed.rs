@@ -80,7 +80,7 @@ impl FailoverBed {
         sql(&db, HBA_SQL, "primary: allow replication").await?;
         sql(&db, ORDERS_SQL, "primary: create the orders table").await?;
         let (host, port) =
-            host_port(&urls.mover(&format!("{}->{}", names::REPLICA, names::PRIMARY)))?;
+            host_port(&urls.mover(&chaos_nemesis::Link::name(names::REPLICA, names::PRIMARY)))?;
         let from = Upstream {
             host,
             port,

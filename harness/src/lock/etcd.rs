@@ -181,7 +181,7 @@ impl EtcdServer {
         for from in self.members.iter().filter(|_| self.members.len() > 1) {
             for to in self.members.iter().filter(|t| t.n != from.n) {
                 out.push((
-                    format!("{}->{}", from.node, to.node),
+                    chaos_nemesis::Link::name(&from.node, &to.node),
                     format!("{}:{}", pair_ip(from.n, to.n), to.peer_port),
                     format!("127.0.0.1:{}", to.peer_port),
                 ));

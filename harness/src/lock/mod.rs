@@ -138,9 +138,9 @@ pub fn alias_routing(
             ));
         }
         *name = service.into();
-    } else if let Some((client, node)) = name.split_once("->") {
-        if node.trim() == LOCK_NODE {
-            *name = format!("{}->{service}", client.trim());
+    } else if let Some(link) = chaos_nemesis::Link::parse(name) {
+        if link.node == LOCK_NODE {
+            *name = chaos_nemesis::Link::name(link.client, service);
         }
     }
     Ok(())

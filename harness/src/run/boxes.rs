@@ -147,7 +147,7 @@ pub fn specs(
     for b in &scenario.topology().boxes {
         let shard_urls = shards
             .iter()
-            .map(|n| format!("{n}={}", urls.mover(&format!("{b}->{n}"))))
+            .map(|n| format!("{n}={}", urls.mover(&chaos_nemesis::Link::name(b, n))))
             .collect::<Vec<_>>()
             .join(",");
         let mut env = vec![
@@ -168,7 +168,7 @@ pub fn specs(
             .lock
             .member_names()
             .iter()
-            .map(|m| urls.mover_addr(&format!("{b}->{m}")))
+            .map(|m| urls.mover_addr(&chaos_nemesis::Link::name(b, m)))
             .collect();
         env.extend(crate::lock::box_env(
             &s.lock,

@@ -156,7 +156,7 @@ fn proxy_moment(
             )
         });
     }
-    if link == format!("{}->{}", names::APP, names::PRIMARY) && enabled != *app_primary {
+    if link == chaos_nemesis::Link::name(names::APP, names::PRIMARY) && enabled != *app_primary {
         *app_primary = enabled;
         return Some(if enabled {
             "app->primary enabled again".into()
