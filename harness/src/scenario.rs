@@ -305,30 +305,6 @@ impl Scenario {
             0
         }
     }
-
-    /// The stretches `[from, to)` in scenario ms that the schedule's own link faults hold each
-    /// link: a sweep's latency profile keeps clear of them (a second toxic on a link would
-    /// collide, and a heal removes every toxic on it).
-    pub fn busy_links(&self) -> std::collections::BTreeMap<String, Vec<(i64, i64)>> {
-        use std::collections::BTreeMap;
-        let mut open: BTreeMap<(usize, String), i64> = BTreeMap::new();
-        let mut out: BTreeMap<String, Vec<(i64, i64)>> = BTreeMap::new();
-        for op in self.schedule.ops.iter().filter(|o| o.kind.is_link_fault()) {
-            for link in &op.links {
-                if op.heal {
-                    if let Some(from) = open.remove(&(op.fault, link.clone())) {
-                        out.entry(link.clone()).or_default().push((from, op.at_ms));
-                    }
-                } else {
-                    open.insert((op.fault, link.clone()), op.at_ms);
-                }
-            }
-        }
-        for ((_, link), from) in open {
-            out.entry(link).or_default().push((from, self.end_ms));
-        }
-        out
-    }
 }
 
 impl Scenario {

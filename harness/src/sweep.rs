@@ -51,7 +51,7 @@ fn weather(plan: &Plan, scenario: &Scenario, seed: u64) -> profile::Generated {
             ..Default::default()
         };
     };
-    let busy = scenario.busy_links();
+    let busy = profile::busy_links(scenario);
     // The renewals' links: the routing db's, or the lock service's own when it has a server.
     let target = if scenario.file.lock.has_node() {
         crate::lock::LOCK_NODE

@@ -103,7 +103,7 @@ pub async fn sweep(a: &SweepArgs) -> anyhow::Result<u8> {
             &[chaos_nemesis::Link::name(names::WATCHER, names::PRIMARY)],
             scenario.start_ms + 1_000,
             scenario.end_ms - 1_000,
-            &scenario.busy_links(),
+            &profile::busy_links(&scenario),
             scale,
         ),
         None => profile::Generated::default(),

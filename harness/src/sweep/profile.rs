@@ -270,3 +270,31 @@ mod tests {
         assert!(w.iter().any(|x| x.2 == 30));
     }
 }
+
+/// The stretches `[from, to)` in scenario ms that a scenario's own link faults hold each
+/// link: a sweep's latency profile keeps clear of them (a second toxic on a link would
+/// collide, and a heal removes every toxic on it).
+pub fn busy_links(scenario: &crate::scenario::Scenario) -> BTreeMap<String, Vec<(i64, i64)>> {
+    let mut open: BTreeMap<(usize, String), i64> = BTreeMap::new();
+    let mut out: BTreeMap<String, Vec<(i64, i64)>> = BTreeMap::new();
+    for op in scenario
+        .schedule
+        .ops
+        .iter()
+        .filter(|o| o.kind.is_link_fault())
+    {
+        for link in &op.links {
+            if op.heal {
+                if let Some(from) = open.remove(&(op.fault, link.clone())) {
+                    out.entry(link.clone()).or_default().push((from, op.at_ms));
+                }
+            } else {
+                open.insert((op.fault, link.clone()), op.at_ms);
+            }
+        }
+    }
+    for ((_, link), from) in open {
+        out.entry(link).or_default().push((from, scenario.end_ms));
+    }
+    out
+}
