@@ -1,4 +1,4 @@
-//! The lock service as a part of the testbed (DESIGN section 11), in one home: the scenario's `[lock]` section, the server the service needs (`etcd.rs`; the claim row and advisory locks live in the routing db), the protocol's `CHAOS_LOCK*` variables each box gets, and the observer that reads grants from the service itself (`observe.rs`) into the record the checkers judge.
+//! The lock service as a part of the testbed (DESIGN section 11), in one home: the scenario's `[lock]` section, the server the service needs (`etcd.rs`, `redis.rs`; the claim row and advisory locks live in the routing db), the protocol's `CHAOS_LOCK*` variables each box gets, and the observer that reads grants from the service itself (`observe.rs`) into the record the checkers judge.
 //!
 //! Adding a service: its `LockKind` (workloads/src/lock.rs, with the calls a mover makes),
 //! its arm in `LockSection::check`, `box_env`, `LockServer::plan` (and `launch`) and `Observer::start`,
@@ -6,10 +6,12 @@
 
 mod etcd;
 mod observe;
+mod redis;
 
 pub use chaos_workloads::lock::LockKind;
 pub use etcd::EtcdServer;
 pub use observe::{Names, Observer, Seen};
+pub use redis::RedisServer;
 
 use chaos_workloads::lock::{advisory_options, LOCK_KEY_VAR, LOCK_URLS_VAR, LOCK_VAR};
 use serde::{Deserialize, Serialize};
@@ -65,10 +67,14 @@ impl LockSection {
             return field("members", format!("must be 1 or 3 (got {})", self.members));
         }
         if self.members == 3 && self.service != LockKind::Etcd {
+            let why = match self.service {
+                LockKind::Redis => "is one server here",
+                _ => "has no members of its own (it lives in the routing db)",
+            };
             return field(
                 "members",
                 format!(
-                    "3: {} has no members of its own (it lives in the routing db); members = 3 is for service = \"etcd\"",
+                    "3: {} {why}; members = 3 is for service = \"etcd\"",
                     self.service.name()
                 ),
             );
@@ -169,6 +175,11 @@ pub fn box_env(
             .map(|a| format!("http://{a}"))
             .collect::<Vec<_>>()
             .join(","),
+        LockKind::Redis => lock_addrs
+            .iter()
+            .map(|a| format!("redis://{a}"))
+            .collect::<Vec<_>>()
+            .join(","),
     };
     vec![
         (LOCK_VAR.to_string(), kind.name().to_string()),
@@ -195,6 +206,7 @@ pub enum LockServer {
     Etcd(EtcdServer),
     /// etcd in a container of the run (the docker backend).
     EtcdDocker(crate::backend::docker::DockerEtcd),
+    Redis(RedisServer),
 }
 
 impl LockServer {
@@ -219,6 +231,12 @@ impl LockServer {
             (LockKind::Etcd, BackendKind::Docker) => LockServer::EtcdDocker(
                 crate::backend::docker::DockerEtcd::start(run_id, log_dir).await?,
             ),
+            (LockKind::Redis, BackendKind::Process) => {
+                LockServer::Redis(RedisServer::plan(run_id, log_dir).await?)
+            }
+            (LockKind::Redis, BackendKind::Docker) => anyhow::bail!(
+                "--lock redis runs on the process backend only for now: drop --backend docker"
+            ),
         })
     }
 
@@ -227,6 +245,7 @@ impl LockServer {
         match self {
             LockServer::RoutingDb | LockServer::EtcdDocker(_) => Ok(()),
             LockServer::Etcd(e) => e.launch().await,
+            LockServer::Redis(r) => r.launch().await,
         }
     }
 
@@ -240,6 +259,7 @@ impl LockServer {
                 .find(|(n, _)| n == node)
                 .map(|(_, a)| a),
             LockServer::EtcdDocker(e) => (node == LOCK_NODE).then(|| e.upstream()),
+            LockServer::Redis(r) => (node == LOCK_NODE).then(|| r.addr()),
         }
     }
 
@@ -256,13 +276,14 @@ impl LockServer {
                     .join(","),
             ),
             LockServer::EtcdDocker(e) => Some(e.observe_addr()),
+            LockServer::Redis(r) => Some(r.addr()),
         }
     }
 
     /// The links between members, each `(link, listen, upstream)` (none for one member).
     pub fn peer_links(&self) -> Vec<(String, String, String)> {
         match self {
-            LockServer::RoutingDb | LockServer::EtcdDocker(_) => vec![],
+            LockServer::RoutingDb | LockServer::EtcdDocker(_) | LockServer::Redis(_) => vec![],
             LockServer::Etcd(e) => e.peer_links(),
         }
     }
@@ -273,6 +294,7 @@ impl LockServer {
             LockServer::RoutingDb => None,
             LockServer::Etcd(e) => Some(e.describe()),
             LockServer::EtcdDocker(e) => Some(e.describe()),
+            LockServer::Redis(r) => Some(r.describe()),
         }
     }
 
@@ -281,6 +303,7 @@ impl LockServer {
             LockServer::RoutingDb => {}
             LockServer::Etcd(e) => e.stop().await,
             LockServer::EtcdDocker(e) => e.stop().await,
+            LockServer::Redis(r) => r.stop().await,
         }
     }
 
@@ -291,6 +314,7 @@ impl LockServer {
             LockServer::EtcdDocker(_) => anyhow::bail!(
                 "a pause or kill of the etcd member in its container is not built yet (stop and crash are): use the process backend"
             ),
+            LockServer::Redis(_) => anyhow::bail!("the lock service is Redis, not etcd"),
         }
     }
 
@@ -299,7 +323,7 @@ impl LockServer {
         match self {
             LockServer::RoutingDb => false,
             LockServer::Etcd(e) => e.has(node),
-            LockServer::EtcdDocker(_) => node == LOCK_NODE,
+            LockServer::EtcdDocker(_) | LockServer::Redis(_) => node == LOCK_NODE,
         }
     }
 
@@ -312,6 +336,9 @@ impl LockServer {
         if let LockServer::EtcdDocker(e) = self {
             return e.stop_member(mode).await;
         }
+        if let LockServer::Redis(r) = self {
+            return r.stop_member(mode).await;
+        }
         self.etcd()?.stop_member(node, mode).await
     }
 
@@ -320,18 +347,26 @@ impl LockServer {
         if let LockServer::EtcdDocker(e) = self {
             return e.start_member().await;
         }
+        if let LockServer::Redis(r) = self {
+            return r.start_member().await;
+        }
         self.etcd()?.start_member(node).await
     }
 
     /// A nemesis pause (SIGSTOP) or resume (SIGCONT) of member `node`.
     pub fn pause_member(&mut self, node: &str, pause: bool) -> anyhow::Result<()> {
+        if let LockServer::Redis(r) = self {
+            return r.pause_member(pause);
+        }
         self.etcd()?.pause_member(node, pause)
     }
 
     /// Which member leads now, and every member's etcd id, for the record.
     pub async fn leader(&self) -> (Option<String>, Vec<(String, u64)>) {
         match self {
-            LockServer::RoutingDb | LockServer::EtcdDocker(_) => (None, vec![]),
+            LockServer::RoutingDb | LockServer::EtcdDocker(_) | LockServer::Redis(_) => {
+                (None, vec![])
+            }
             LockServer::Etcd(e) => (e.leader().await, e.ids()),
         }
     }
@@ -339,7 +374,7 @@ impl LockServer {
     /// What each member says now: (node, the leader it names, its raft term).
     pub async fn views(&self) -> Vec<(String, Option<String>, u64)> {
         match self {
-            LockServer::RoutingDb | LockServer::EtcdDocker(_) => vec![],
+            LockServer::RoutingDb | LockServer::EtcdDocker(_) | LockServer::Redis(_) => vec![],
             LockServer::Etcd(e) => e.views().await,
         }
     }
@@ -349,6 +384,7 @@ impl LockServer {
         match self {
             LockServer::RoutingDb | LockServer::EtcdDocker(_) => std::time::Duration::ZERO,
             LockServer::Etcd(e) => e.last_start(node),
+            LockServer::Redis(r) => r.last_start(),
         }
     }
 
@@ -358,6 +394,7 @@ impl LockServer {
             LockServer::RoutingDb => std::time::Duration::ZERO,
             LockServer::Etcd(e) => e.started_in,
             LockServer::EtcdDocker(e) => e.started_in,
+            LockServer::Redis(r) => r.started_in,
         }
     }
 }
