@@ -666,7 +666,8 @@ async fn redis_watch(sink: Sink, addr: String, key: String) {
             let conn = client.get_multiplexed_async_connection().await?;
             Ok::<_, redis::RedisError>((ps, conn))
         };
-        let Ok(Ok((ps, mut conn))) = tokio::time::timeout(Duration::from_millis(500), connect).await
+        let Ok(Ok((ps, mut conn))) =
+            tokio::time::timeout(Duration::from_millis(500), connect).await
         else {
             tokio::time::sleep(Duration::from_millis(20)).await;
             continue;

@@ -16,7 +16,7 @@ pub(crate) enum LockClient {
         key: i64,
     },
     Etcd(EtcdLock),
-    Redis(RedisLock),
+    Redis(Box<RedisLock>),
 }
 
 impl LockClient {
@@ -45,11 +45,11 @@ impl LockClient {
                 env.lock_key.clone(),
                 s.routing_timeout,
             )),
-            LockKind::Redis => LockClient::Redis(RedisLock::new(
+            LockKind::Redis => LockClient::Redis(Box::new(RedisLock::new(
                 env.lock_urls.first().cloned().unwrap_or_default(),
                 env.lock_key.clone(),
                 s.routing_timeout,
-            )),
+            ))),
         }
     }
 }

@@ -136,13 +136,7 @@ impl RedisLock {
         let (key, token) = (self.key.clone(), redis_token_key(&self.key));
         let (holder, t): (Option<String>, Option<i64>) = self
             .call(move |mut c| {
-                Box::pin(async move {
-                    redis::pipe()
-                        .get(key)
-                        .get(token)
-                        .query_async(&mut c)
-                        .await
-                })
+                Box::pin(async move { redis::pipe().get(key).get(token).query_async(&mut c).await })
             })
             .await?;
         Ok((holder.clone(), holder.and(t)))
