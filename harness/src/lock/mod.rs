@@ -448,6 +448,25 @@ mod tests {
         let env = box_env(&etcd, "job", 1000, "", &["127.0.0.1:7".into()]);
         assert_eq!(env[1].1, "http://127.0.0.1:7");
         assert_eq!(env[2].1, "/locks/job");
+        let redis = LockSection {
+            service: LockKind::Redis,
+            members: 1,
+        };
+        let env = box_env(&redis, "job", 600, "", &["127.0.0.1:7".into()]);
+        assert_eq!(env[0].1, "redis");
+        assert_eq!(env[1].1, "redis://127.0.0.1:7");
+        assert_eq!(env[2].1, "lock:job");
+        assert!(redis.check(600, false).is_ok(), "Redis's expiry is in ms");
+        assert_eq!(redis.time_scale_ms(20.0, 10.0), 20.0);
+        let three = LockSection {
+            members: 3,
+            ..redis
+        };
+        assert!(three
+            .check(600, false)
+            .unwrap_err()
+            .1
+            .contains("one server"));
         assert!(LockSection::default().check(600, true).is_ok());
         assert!(advisory.check(600, true).is_err());
     }

@@ -720,3 +720,81 @@ async fn redis_watch(sink: Sink, addr: String, key: String) {
         state.end(&sink, wall_ns(), false).await;
     }
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn sink() -> (Sink, Arc<Mutex<Vec<ClaimChange>>>) {
+        let changes: Arc<Mutex<Vec<ClaimChange>>> = Default::default();
+        let (feed, _rx) = tokio::sync::mpsc::unbounded_channel();
+        let (ready, _) = tokio::sync::watch::channel(false);
+        let sink = Sink {
+            job: "job".into(),
+            changes: changes.clone(),
+            names: Default::default(),
+            feed,
+            ready: Arc::new(ready),
+        };
+        (sink, changes)
+    }
+
+    fn now(holder: Option<&str>, deadline_ns: i64, token: Option<i64>) -> Option<RedisNow> {
+        Some(RedisNow {
+            holder: holder.map(str::to_string),
+            deadline_ns: Some(deadline_ns),
+            token,
+        })
+    }
+
+    /// (holder, token, held, at) of each change.
+    fn seen(changes: &Arc<Mutex<Vec<ClaimChange>>>) -> Vec<(String, i64, bool, i64)> {
+        let c = changes.lock().unwrap();
+        c.iter()
+            .map(|c| {
+                let holder = c.holder.clone().unwrap_or_default();
+                (
+                    holder,
+                    c.token,
+                    c.expires_unix_ns == i64::MAX,
+                    c.commit_unix_ns,
+                )
+            })
+            .collect()
+    }
+
+    #[tokio::test]
+    async fn a_redis_grant_renews_expires_at_its_deadline_and_takes_its_incr() {
+        let (sink, changes) = sink();
+        let mut s = RedisState::default();
+        // The reference mover's script: the counter moved with the set.
+        s.on_key(&sink, "set", 100, now(Some("box-1"), 1_000, Some(1)))
+            .await;
+        s.on_key(&sink, "expire", 200, now(Some("box-1"), 1_100, Some(1)))
+            .await;
+        // The server expires it at its deadline, heard later.
+        s.on_key(&sink, "expired", 5_000, None).await;
+        // redis-py's Lock: the set first, the INCR after it.
+        s.on_key(&sink, "set", 6_000, now(Some("box-2"), 7_000, Some(1)))
+            .await;
+        assert!(s.pending.is_some(), "waits for the box's INCR");
+        s.settle(&sink, Some(2)).await;
+        // Deleted by its holder; a set by a mover that draws no token is named by the count.
+        s.on_key(&sink, "del", 6_500, None).await;
+        s.on_key(&sink, "set", 6_600, now(Some("box-3"), 7_600, Some(2)))
+            .await;
+        s.on_key(&sink, "del", 6_700, None).await;
+        assert_eq!(
+            seen(&changes),
+            [
+                ("box-1".into(), 1, true, 100),
+                ("box-1".into(), 1, true, 200),
+                ("box-1".into(), 1, false, 1_100),
+                ("box-2".into(), 2, true, 6_000),
+                ("box-2".into(), 2, false, 6_500),
+                ("box-3".into(), 3, true, 6_600),
+                ("box-3".into(), 3, false, 6_700),
+            ]
+        );
+    }
+}
