@@ -11,7 +11,7 @@ mod redis;
 pub use chaos_workloads::lock::LockKind;
 pub use etcd::EtcdServer;
 pub use observe::{Names, Observer, Seen};
-pub use redis::RedisServer;
+pub use redis::{ping as redis_ping, RedisServer};
 
 use chaos_workloads::lock::{advisory_options, LOCK_KEY_VAR, LOCK_URLS_VAR, LOCK_VAR};
 use serde::{Deserialize, Serialize};
@@ -207,6 +207,8 @@ pub enum LockServer {
     /// etcd in a container of the run (the docker backend).
     EtcdDocker(crate::backend::docker::DockerEtcd),
     Redis(RedisServer),
+    /// Redis in a container of the run (the docker backend).
+    RedisDocker(crate::backend::docker::DockerRedis),
 }
 
 impl LockServer {
@@ -234,8 +236,8 @@ impl LockServer {
             (LockKind::Redis, BackendKind::Process) => {
                 LockServer::Redis(RedisServer::plan(run_id, log_dir).await?)
             }
-            (LockKind::Redis, BackendKind::Docker) => anyhow::bail!(
-                "--lock redis runs on the process backend only for now: drop --backend docker"
+            (LockKind::Redis, BackendKind::Docker) => LockServer::RedisDocker(
+                crate::backend::docker::DockerRedis::start(run_id, log_dir).await?,
             ),
         })
     }
@@ -243,7 +245,9 @@ impl LockServer {
     /// Start every member and wait for them (and a leader).
     pub async fn launch(&mut self) -> anyhow::Result<()> {
         match self {
-            LockServer::RoutingDb | LockServer::EtcdDocker(_) => Ok(()),
+            LockServer::RoutingDb | LockServer::EtcdDocker(_) | LockServer::RedisDocker(_) => {
+                Ok(())
+            }
             LockServer::Etcd(e) => e.launch().await,
             LockServer::Redis(r) => r.launch().await,
         }
@@ -260,6 +264,7 @@ impl LockServer {
                 .map(|(_, a)| a),
             LockServer::EtcdDocker(e) => (node == LOCK_NODE).then(|| e.upstream()),
             LockServer::Redis(r) => (node == LOCK_NODE).then(|| r.addr()),
+            LockServer::RedisDocker(r) => (node == LOCK_NODE).then(|| r.upstream()),
         }
     }
 
@@ -277,13 +282,17 @@ impl LockServer {
             ),
             LockServer::EtcdDocker(e) => Some(e.observe_addr()),
             LockServer::Redis(r) => Some(r.addr()),
+            LockServer::RedisDocker(r) => Some(r.observe_addr()),
         }
     }
 
     /// The links between members, each `(link, listen, upstream)` (none for one member).
     pub fn peer_links(&self) -> Vec<(String, String, String)> {
         match self {
-            LockServer::RoutingDb | LockServer::EtcdDocker(_) | LockServer::Redis(_) => vec![],
+            LockServer::RoutingDb
+            | LockServer::EtcdDocker(_)
+            | LockServer::Redis(_)
+            | LockServer::RedisDocker(_) => vec![],
             LockServer::Etcd(e) => e.peer_links(),
         }
     }
@@ -295,6 +304,7 @@ impl LockServer {
             LockServer::Etcd(e) => Some(e.describe()),
             LockServer::EtcdDocker(e) => Some(e.describe()),
             LockServer::Redis(r) => Some(r.describe()),
+            LockServer::RedisDocker(r) => Some(r.describe()),
         }
     }
 
@@ -304,6 +314,7 @@ impl LockServer {
             LockServer::Etcd(e) => e.stop().await,
             LockServer::EtcdDocker(e) => e.stop().await,
             LockServer::Redis(r) => r.stop().await,
+            LockServer::RedisDocker(r) => r.stop().await,
         }
     }
 
@@ -315,6 +326,9 @@ impl LockServer {
                 "a pause or kill of the etcd member in its container is not built yet (stop and crash are): use the process backend"
             ),
             LockServer::Redis(_) => anyhow::bail!("the lock service is Redis, not etcd"),
+            LockServer::RedisDocker(_) => anyhow::bail!(
+                "a pause or kill of the Redis server in its container is not built yet (stop and crash are): use the process backend"
+            ),
         }
     }
 
@@ -323,7 +337,9 @@ impl LockServer {
         match self {
             LockServer::RoutingDb => false,
             LockServer::Etcd(e) => e.has(node),
-            LockServer::EtcdDocker(_) | LockServer::Redis(_) => node == LOCK_NODE,
+            LockServer::EtcdDocker(_) | LockServer::Redis(_) | LockServer::RedisDocker(_) => {
+                node == LOCK_NODE
+            }
         }
     }
 
@@ -339,6 +355,9 @@ impl LockServer {
         if let LockServer::Redis(r) = self {
             return r.stop_member(mode).await;
         }
+        if let LockServer::RedisDocker(r) = self {
+            return r.stop_member(mode).await;
+        }
         self.etcd()?.stop_member(node, mode).await
     }
 
@@ -348,6 +367,9 @@ impl LockServer {
             return e.start_member().await;
         }
         if let LockServer::Redis(r) = self {
+            return r.start_member().await;
+        }
+        if let LockServer::RedisDocker(r) = self {
             return r.start_member().await;
         }
         self.etcd()?.start_member(node).await
@@ -364,9 +386,10 @@ impl LockServer {
     /// Which member leads now, and every member's etcd id, for the record.
     pub async fn leader(&self) -> (Option<String>, Vec<(String, u64)>) {
         match self {
-            LockServer::RoutingDb | LockServer::EtcdDocker(_) | LockServer::Redis(_) => {
-                (None, vec![])
-            }
+            LockServer::RoutingDb
+            | LockServer::EtcdDocker(_)
+            | LockServer::Redis(_)
+            | LockServer::RedisDocker(_) => (None, vec![]),
             LockServer::Etcd(e) => (e.leader().await, e.ids()),
         }
     }
@@ -374,7 +397,10 @@ impl LockServer {
     /// What each member says now: (node, the leader it names, its raft term).
     pub async fn views(&self) -> Vec<(String, Option<String>, u64)> {
         match self {
-            LockServer::RoutingDb | LockServer::EtcdDocker(_) | LockServer::Redis(_) => vec![],
+            LockServer::RoutingDb
+            | LockServer::EtcdDocker(_)
+            | LockServer::Redis(_)
+            | LockServer::RedisDocker(_) => vec![],
             LockServer::Etcd(e) => e.views().await,
         }
     }
@@ -382,7 +408,9 @@ impl LockServer {
     /// How long member `node`'s last start took (the longest of all for any other name).
     pub fn last_start(&self, node: &str) -> std::time::Duration {
         match self {
-            LockServer::RoutingDb | LockServer::EtcdDocker(_) => std::time::Duration::ZERO,
+            LockServer::RoutingDb | LockServer::EtcdDocker(_) | LockServer::RedisDocker(_) => {
+                std::time::Duration::ZERO
+            }
             LockServer::Etcd(e) => e.last_start(node),
             LockServer::Redis(r) => r.last_start(),
         }
@@ -395,6 +423,7 @@ impl LockServer {
             LockServer::Etcd(e) => e.started_in,
             LockServer::EtcdDocker(e) => e.started_in,
             LockServer::Redis(r) => r.started_in,
+            LockServer::RedisDocker(r) => r.started_in,
         }
     }
 }
