@@ -528,23 +528,24 @@ struct RedisState {
     /// A grant seen whose token is not drawn yet: holder, when its `set` arrived, its deadline,
     /// and when the wait for its token began.
     pending: Option<(String, i64, Option<i64>, Instant)>,
-    /// The highest token recorded or seen in the counter.
-    last_token: i64,
+    /// The counter's value as last read (None: absent, as after a restart without persistence).
+    counter: Option<i64>,
+    /// The highest token recorded: a grant with no `INCR` of its own is named by the next.
+    count: i64,
     /// Orders the changes (Redis has no revision to give).
     xid: i64,
 }
 
 impl RedisState {
-    /// Record the pending grant with `token` (the counter's newest, when it moved since the last
-    /// grant; the observer's own count otherwise).
+    /// Record the pending grant with `token` (the counter's value, when it moved for this grant,
+    /// even where it went back, as a restart without persistence makes it; the observer's own
+    /// count otherwise).
     async fn settle(&mut self, sink: &Sink, token: Option<i64>) {
         let Some((holder, at, deadline, _)) = self.pending.take() else {
             return;
         };
-        let token = token
-            .filter(|&t| t > self.last_token)
-            .unwrap_or(self.last_token + 1);
-        self.last_token = token;
+        let token = token.unwrap_or(self.count + 1);
+        self.count = self.count.max(token);
         self.xid += 1;
         sink.change(&holder, token, true, at, self.xid).await;
         self.held = Some((holder, token, deadline));
@@ -582,7 +583,9 @@ impl RedisState {
                 }
                 self.end(sink, at, false).await;
                 self.pending = Some((holder, at, now.deadline_ns, Instant::now()));
-                if now.token.is_some_and(|t| t > self.last_token) {
+                if now.token.is_some() && now.token != self.counter {
+                    // Drawn in the same script (or already after it): this grant's.
+                    self.counter = now.token;
                     self.settle(sink, now.token).await;
                 }
             }
@@ -600,6 +603,14 @@ impl RedisState {
             "expired" => self.end(sink, at, true).await,
             "del" => self.end(sink, at, false).await,
             _ => {}
+        }
+    }
+
+    /// The counter moved (`incr`): its value names the grant still waiting for one.
+    async fn on_counter(&mut self, sink: &Sink, token: Option<i64>) {
+        self.counter = token;
+        if self.pending.is_some() && token.is_some() {
+            self.settle(sink, token).await;
         }
     }
 
@@ -676,9 +687,12 @@ async fn redis_watch(sink: Sink, addr: String, key: String) {
         let Some(now) = redis_read(&mut conn, &key, &counter).await else {
             continue;
         };
+        // The counter as this server has it now (a restarted one may have forgotten it).
+        let counter_now = now.token;
         if now.holder.is_some() {
             state.on_key(&sink, "set", wall_ns(), Some(now)).await;
         }
+        state.counter = counter_now;
         sink.ready.send_replace(true);
         let (_sink_half, mut stream) = ps.split();
         loop {
@@ -704,10 +718,7 @@ async fn redis_watch(sink: Sink, addr: String, key: String) {
                     let token = redis_read(&mut conn, &key, &counter)
                         .await
                         .and_then(|n| n.token);
-                    if state.pending.is_some() {
-                        state.settle(&sink, token).await;
-                    }
-                    state.last_token = state.last_token.max(token.unwrap_or(0));
+                    state.on_counter(&sink, token).await;
                 }
                 continue;
             }
@@ -778,12 +789,18 @@ mod tests {
         s.on_key(&sink, "set", 6_000, now(Some("box-2"), 7_000, Some(1)))
             .await;
         assert!(s.pending.is_some(), "waits for the box's INCR");
-        s.settle(&sink, Some(2)).await;
+        s.on_counter(&sink, Some(2)).await;
         // Deleted by its holder; a set by a mover that draws no token is named by the count.
         s.on_key(&sink, "del", 6_500, None).await;
         s.on_key(&sink, "set", 6_600, now(Some("box-3"), 7_600, Some(2)))
             .await;
         s.on_key(&sink, "del", 6_700, None).await;
+        // A server restarted without persistence forgot the counter: the next INCR gives 1
+        // again, and the record says so (the token went back).
+        s.on_key(&sink, "del", 7_000, None).await;
+        s.counter = None;
+        s.on_key(&sink, "set", 8_000, now(Some("box-4"), 9_000, Some(1)))
+            .await;
         assert_eq!(
             seen(&changes),
             [
@@ -794,6 +811,7 @@ mod tests {
                 ("box-2".into(), 2, false, 6_500),
                 ("box-3".into(), 3, true, 6_600),
                 ("box-3".into(), 3, false, 6_700),
+                ("box-4".into(), 1, true, 8_000),
             ]
         );
     }
