@@ -490,15 +490,25 @@ fn role(e: &Event) -> String {
     format!(" ({role}; {leader}{of})")
 }
 
-/// What the lock service itself cannot give a lease-only run: an advisory lock has no token,
-/// so a mover that carries none to the shards has nothing a shard could refuse (the reference
-/// mover with `--fencing on` draws one under the lock; a team's mover does as it does).
+/// What the lock service itself cannot give a lease-only run: an advisory lock and a Redis
+/// key have no token, so a mover that carries none to the shards has nothing a shard could
+/// refuse (the reference mover with `--fencing on` draws one under the lock, or by `INCR` in
+/// the script that sets the Redis key; a team's mover does as it does).
 pub fn lock_note(meta: &RunMeta) -> Option<&'static str> {
     let get = |k: &str| meta.mover.get(k).map(String::as_str);
     let reference = get("command") == Some("reference mover");
-    (get("lock") == Some("advisory") && !(reference && get("fencing") == Some("on"))).then_some(
-        "advisory locks carry no fencing token: the fenced design draws one from a sequence under the lock (--fencing on)",
-    )
+    if reference && get("fencing") == Some("on") {
+        return None;
+    }
+    match get("lock") {
+        Some("advisory") => Some(
+            "advisory locks carry no fencing token: the fenced design draws one from a sequence under the lock (--fencing on)",
+        ),
+        Some("redis") => Some(
+            "Redis mints no fencing token: the fenced design draws one by INCR in the same script as its SET NX PX (--fencing on)",
+        ),
+        _ => None,
+    }
 }
 
 /// A scenario time that saturates rather than overflows for an absurd `time_ns`.

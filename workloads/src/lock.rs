@@ -6,7 +6,7 @@ use clap::ValueEnum;
 pub const LOCK_VAR: &str = "CHAOS_LOCK";
 /// `CHAOS_LOCK_URLS`: the service's endpoints, comma-separated, each through its proxy.
 pub const LOCK_URLS_VAR: &str = "CHAOS_LOCK_URLS";
-/// `CHAOS_LOCK_KEY`: the key (etcd), or the advisory lock's number, the harness watches.
+/// `CHAOS_LOCK_KEY`: the key (etcd, Redis), or the advisory lock's number, the harness watches.
 pub const LOCK_KEY_VAR: &str = "CHAOS_LOCK_KEY";
 
 /// A lock service.
@@ -33,6 +33,9 @@ pub enum LockKind {
     Advisory,
     /// etcd 3.4: a key created if absent under a lease; its revision is the token.
     Etcd,
+    /// Redis 7.0: `SET key holder NX PX lease`; the server's expiry is the lease. No token of
+    /// its own (an `INCR` in the same script gives one).
+    Redis,
 }
 
 impl LockKind {
@@ -41,6 +44,7 @@ impl LockKind {
             LockKind::Claims => "claims",
             LockKind::Advisory => "advisory",
             LockKind::Etcd => "etcd",
+            LockKind::Redis => "redis",
         }
     }
 
@@ -61,6 +65,8 @@ impl LockKind {
             LockKind::Advisory => ADVISORY_KEY.to_string(),
             // python3-etcd3's `Lock(name)` keeps its key at `/locks/<name>`.
             LockKind::Etcd => format!("/locks/{job}"),
+            // redis-py's `Lock(name)` keeps its key at `name` itself.
+            LockKind::Redis => format!("lock:{job}"),
         }
     }
 
@@ -69,10 +75,32 @@ impl LockKind {
         match value.map(str::trim).filter(|v| !v.is_empty()) {
             None => Ok(LockKind::Claims),
             Some(v) => LockKind::from_str(v, true)
-                .map_err(|_| format!("{LOCK_VAR} is {v:?}: use claims, advisory or etcd")),
+                .map_err(|_| format!("{LOCK_VAR} is {v:?}: use claims, advisory, etcd or redis")),
         }
     }
 }
+
+/// Redis: where the fenced design's counter lives beside the lock key (`lock:job:token`).
+pub fn redis_token_key(key: &str) -> String {
+    format!("{key}:token")
+}
+
+/// Redis: take the lock if nobody holds it (`SET NX PX`, redis-py's `Lock.acquire`) and, in the
+/// same script, draw the grant's token from the counter beside it (Redisson's fenced lock).
+/// KEYS: lock, counter; ARGV: holder, lease ms. The token, or nil: somebody else holds it.
+pub const REDIS_ACQUIRE: &str = "if redis.call('set', KEYS[1], ARGV[1], 'NX', 'PX', ARGV[2]) then \
+     return redis.call('incr', KEYS[2]) end return false";
+/// Redis: extend the lock only while it is still this holder's (redis-py's `extend` with
+/// `replace_ttl`). KEYS: lock; ARGV: holder, lease ms. 1 while held, 0 otherwise.
+pub const REDIS_RENEW: &str = "if redis.call('get', KEYS[1]) == ARGV[1] then \
+     return redis.call('pexpire', KEYS[1], ARGV[2]) end return 0";
+/// Redis: delete the lock only while it is still this holder's (redis-py's `release`).
+/// KEYS: lock; ARGV: holder. 1 when deleted.
+pub const REDIS_RELEASE: &str = "if redis.call('get', KEYS[1]) == ARGV[1] then \
+     return redis.call('del', KEYS[1]) end return 0";
+/// Redis's keyspace notifications the observer needs: `K` keyspace channels, `g` generic
+/// (`del`, `expire`), `$` strings (`set`, `incrby`), `x` expired.
+pub const REDIS_NOTIFY: &str = "Kg$x";
 
 /// The advisory lock's number (lesson 032): `pg_try_advisory_lock(1032)`.
 pub const ADVISORY_KEY: i64 = 1032;

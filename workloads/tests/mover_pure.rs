@@ -53,6 +53,15 @@ fn env_parses_the_protocol_variables() {
     assert_eq!(e.shard("shard2").unwrap().display, "127.0.0.1:5434/shard2");
     assert_eq!(e.routing_display, "127.0.0.1:5432/routing");
     assert_eq!(env(&[("CHAOS_BATCHES", "4")]).unwrap().batches, 4);
+    let redis = env(&[
+        ("CHAOS_LOCK", "redis"),
+        ("CHAOS_LOCK_URLS", "redis://127.0.0.1:7"),
+    ])
+    .unwrap();
+    assert_eq!(
+        redis.lock_key, "lock:rebalance",
+        "redis-py's Lock(name) key"
+    );
 }
 
 #[test]
@@ -76,6 +85,15 @@ fn bad_env_names_the_variable_in_one_line() {
             vec![("CHAOS_SHARD_URLS", "s1=postgres://h/a,s1=postgres://h/b")],
             "named twice",
         ),
+        (vec![("CHAOS_LOCK", "redis")], "CHAOS_LOCK_URLS is not set"),
+        (
+            vec![
+                ("CHAOS_LOCK", "redis"),
+                ("CHAOS_LOCK_URLS", "127.0.0.1:6379"),
+            ],
+            "redis://host:port",
+        ),
+        (vec![("CHAOS_LOCK", "memcached")], "etcd or redis"),
     ] {
         let err = env(&extra).unwrap_err();
         assert!(err.contains(needle), "{err:?} should contain {needle:?}");

@@ -1,4 +1,4 @@
-//! The lock service as a part of the testbed (DESIGN section 11), in one home: the scenario's `[lock]` section, the server the service needs (`etcd.rs`; the claim row and advisory locks live in the routing db), the protocol's `CHAOS_LOCK*` variables each box gets, and the observer that reads grants from the service itself (`observe.rs`) into the record the checkers judge.
+//! The lock service as a part of the testbed (DESIGN section 11), in one home: the scenario's `[lock]` section, the server the service needs (`etcd.rs`, `redis.rs`; the claim row and advisory locks live in the routing db), the protocol's `CHAOS_LOCK*` variables each box gets, and the observer that reads grants from the service itself (`observe.rs`) into the record the checkers judge.
 //!
 //! Adding a service: its `LockKind` (workloads/src/lock.rs, with the calls a mover makes),
 //! its arm in `LockSection::check`, `box_env`, `LockServer::plan` (and `launch`) and `Observer::start`,
@@ -6,10 +6,12 @@
 
 mod etcd;
 mod observe;
+mod redis;
 
 pub use chaos_workloads::lock::LockKind;
 pub use etcd::EtcdServer;
 pub use observe::{Names, Observer, Seen};
+pub use redis::{ping as redis_ping, RedisServer};
 
 use chaos_workloads::lock::{advisory_options, LOCK_KEY_VAR, LOCK_URLS_VAR, LOCK_VAR};
 use serde::{Deserialize, Serialize};
@@ -65,10 +67,14 @@ impl LockSection {
             return field("members", format!("must be 1 or 3 (got {})", self.members));
         }
         if self.members == 3 && self.service != LockKind::Etcd {
+            let why = match self.service {
+                LockKind::Redis => "is one server here",
+                _ => "has no members of its own (it lives in the routing db)",
+            };
             return field(
                 "members",
                 format!(
-                    "3: {} has no members of its own (it lives in the routing db); members = 3 is for service = \"etcd\"",
+                    "3: {} {why}; members = 3 is for service = \"etcd\"",
                     self.service.name()
                 ),
             );
@@ -169,6 +175,11 @@ pub fn box_env(
             .map(|a| format!("http://{a}"))
             .collect::<Vec<_>>()
             .join(","),
+        LockKind::Redis => lock_addrs
+            .iter()
+            .map(|a| format!("redis://{a}"))
+            .collect::<Vec<_>>()
+            .join(","),
     };
     vec![
         (LOCK_VAR.to_string(), kind.name().to_string()),
@@ -195,6 +206,9 @@ pub enum LockServer {
     Etcd(EtcdServer),
     /// etcd in a container of the run (the docker backend).
     EtcdDocker(crate::backend::docker::DockerEtcd),
+    Redis(RedisServer),
+    /// Redis in a container of the run (the docker backend).
+    RedisDocker(crate::backend::docker::DockerRedis),
 }
 
 impl LockServer {
@@ -219,14 +233,23 @@ impl LockServer {
             (LockKind::Etcd, BackendKind::Docker) => LockServer::EtcdDocker(
                 crate::backend::docker::DockerEtcd::start(run_id, log_dir).await?,
             ),
+            (LockKind::Redis, BackendKind::Process) => {
+                LockServer::Redis(RedisServer::plan(run_id, log_dir).await?)
+            }
+            (LockKind::Redis, BackendKind::Docker) => LockServer::RedisDocker(
+                crate::backend::docker::DockerRedis::start(run_id, log_dir).await?,
+            ),
         })
     }
 
     /// Start every member and wait for them (and a leader).
     pub async fn launch(&mut self) -> anyhow::Result<()> {
         match self {
-            LockServer::RoutingDb | LockServer::EtcdDocker(_) => Ok(()),
+            LockServer::RoutingDb | LockServer::EtcdDocker(_) | LockServer::RedisDocker(_) => {
+                Ok(())
+            }
             LockServer::Etcd(e) => e.launch().await,
+            LockServer::Redis(r) => r.launch().await,
         }
     }
 
@@ -240,6 +263,8 @@ impl LockServer {
                 .find(|(n, _)| n == node)
                 .map(|(_, a)| a),
             LockServer::EtcdDocker(e) => (node == LOCK_NODE).then(|| e.upstream()),
+            LockServer::Redis(r) => (node == LOCK_NODE).then(|| r.addr()),
+            LockServer::RedisDocker(r) => (node == LOCK_NODE).then(|| r.upstream()),
         }
     }
 
@@ -256,13 +281,18 @@ impl LockServer {
                     .join(","),
             ),
             LockServer::EtcdDocker(e) => Some(e.observe_addr()),
+            LockServer::Redis(r) => Some(r.addr()),
+            LockServer::RedisDocker(r) => Some(r.observe_addr()),
         }
     }
 
     /// The links between members, each `(link, listen, upstream)` (none for one member).
     pub fn peer_links(&self) -> Vec<(String, String, String)> {
         match self {
-            LockServer::RoutingDb | LockServer::EtcdDocker(_) => vec![],
+            LockServer::RoutingDb
+            | LockServer::EtcdDocker(_)
+            | LockServer::Redis(_)
+            | LockServer::RedisDocker(_) => vec![],
             LockServer::Etcd(e) => e.peer_links(),
         }
     }
@@ -273,6 +303,8 @@ impl LockServer {
             LockServer::RoutingDb => None,
             LockServer::Etcd(e) => Some(e.describe()),
             LockServer::EtcdDocker(e) => Some(e.describe()),
+            LockServer::Redis(r) => Some(r.describe()),
+            LockServer::RedisDocker(r) => Some(r.describe()),
         }
     }
 
@@ -281,6 +313,8 @@ impl LockServer {
             LockServer::RoutingDb => {}
             LockServer::Etcd(e) => e.stop().await,
             LockServer::EtcdDocker(e) => e.stop().await,
+            LockServer::Redis(r) => r.stop().await,
+            LockServer::RedisDocker(r) => r.stop().await,
         }
     }
 
@@ -291,6 +325,10 @@ impl LockServer {
             LockServer::EtcdDocker(_) => anyhow::bail!(
                 "a pause or kill of the etcd member in its container is not built yet (stop and crash are): use the process backend"
             ),
+            LockServer::Redis(_) => anyhow::bail!("the lock service is Redis, not etcd"),
+            LockServer::RedisDocker(_) => anyhow::bail!(
+                "a pause or kill of the Redis server in its container is not built yet (stop and crash are): use the process backend"
+            ),
         }
     }
 
@@ -299,7 +337,9 @@ impl LockServer {
         match self {
             LockServer::RoutingDb => false,
             LockServer::Etcd(e) => e.has(node),
-            LockServer::EtcdDocker(_) => node == LOCK_NODE,
+            LockServer::EtcdDocker(_) | LockServer::Redis(_) | LockServer::RedisDocker(_) => {
+                node == LOCK_NODE
+            }
         }
     }
 
@@ -312,6 +352,12 @@ impl LockServer {
         if let LockServer::EtcdDocker(e) = self {
             return e.stop_member(mode).await;
         }
+        if let LockServer::Redis(r) = self {
+            return r.stop_member(mode).await;
+        }
+        if let LockServer::RedisDocker(r) = self {
+            return r.stop_member(mode).await;
+        }
         self.etcd()?.stop_member(node, mode).await
     }
 
@@ -320,18 +366,30 @@ impl LockServer {
         if let LockServer::EtcdDocker(e) = self {
             return e.start_member().await;
         }
+        if let LockServer::Redis(r) = self {
+            return r.start_member().await;
+        }
+        if let LockServer::RedisDocker(r) = self {
+            return r.start_member().await;
+        }
         self.etcd()?.start_member(node).await
     }
 
     /// A nemesis pause (SIGSTOP) or resume (SIGCONT) of member `node`.
     pub fn pause_member(&mut self, node: &str, pause: bool) -> anyhow::Result<()> {
+        if let LockServer::Redis(r) = self {
+            return r.pause_member(pause);
+        }
         self.etcd()?.pause_member(node, pause)
     }
 
     /// Which member leads now, and every member's etcd id, for the record.
     pub async fn leader(&self) -> (Option<String>, Vec<(String, u64)>) {
         match self {
-            LockServer::RoutingDb | LockServer::EtcdDocker(_) => (None, vec![]),
+            LockServer::RoutingDb
+            | LockServer::EtcdDocker(_)
+            | LockServer::Redis(_)
+            | LockServer::RedisDocker(_) => (None, vec![]),
             LockServer::Etcd(e) => (e.leader().await, e.ids()),
         }
     }
@@ -339,7 +397,10 @@ impl LockServer {
     /// What each member says now: (node, the leader it names, its raft term).
     pub async fn views(&self) -> Vec<(String, Option<String>, u64)> {
         match self {
-            LockServer::RoutingDb | LockServer::EtcdDocker(_) => vec![],
+            LockServer::RoutingDb
+            | LockServer::EtcdDocker(_)
+            | LockServer::Redis(_)
+            | LockServer::RedisDocker(_) => vec![],
             LockServer::Etcd(e) => e.views().await,
         }
     }
@@ -347,8 +408,11 @@ impl LockServer {
     /// How long member `node`'s last start took (the longest of all for any other name).
     pub fn last_start(&self, node: &str) -> std::time::Duration {
         match self {
-            LockServer::RoutingDb | LockServer::EtcdDocker(_) => std::time::Duration::ZERO,
+            LockServer::RoutingDb | LockServer::EtcdDocker(_) | LockServer::RedisDocker(_) => {
+                std::time::Duration::ZERO
+            }
             LockServer::Etcd(e) => e.last_start(node),
+            LockServer::Redis(r) => r.last_start(),
         }
     }
 
@@ -358,6 +422,8 @@ impl LockServer {
             LockServer::RoutingDb => std::time::Duration::ZERO,
             LockServer::Etcd(e) => e.started_in,
             LockServer::EtcdDocker(e) => e.started_in,
+            LockServer::Redis(r) => r.started_in,
+            LockServer::RedisDocker(r) => r.started_in,
         }
     }
 }
@@ -411,6 +477,25 @@ mod tests {
         let env = box_env(&etcd, "job", 1000, "", &["127.0.0.1:7".into()]);
         assert_eq!(env[1].1, "http://127.0.0.1:7");
         assert_eq!(env[2].1, "/locks/job");
+        let redis = LockSection {
+            service: LockKind::Redis,
+            members: 1,
+        };
+        let env = box_env(&redis, "job", 600, "", &["127.0.0.1:7".into()]);
+        assert_eq!(env[0].1, "redis");
+        assert_eq!(env[1].1, "redis://127.0.0.1:7");
+        assert_eq!(env[2].1, "lock:job");
+        assert!(redis.check(600, false).is_ok(), "Redis's expiry is in ms");
+        assert_eq!(redis.time_scale_ms(20.0, 10.0), 20.0);
+        let three = LockSection {
+            members: 3,
+            ..redis
+        };
+        assert!(three
+            .check(600, false)
+            .unwrap_err()
+            .1
+            .contains("one server"));
         assert!(LockSection::default().check(600, true).is_ok());
         assert!(advisory.check(600, true).is_err());
     }

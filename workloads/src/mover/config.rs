@@ -123,7 +123,7 @@ pub struct Env {
     pub lock: LockKind,
     /// `CHAOS_LOCK_URLS`: the service's endpoints (the routing db's URL when it is the lock).
     pub lock_urls: Vec<String>,
-    /// `CHAOS_LOCK_KEY`: the key (etcd) or the advisory lock's number.
+    /// `CHAOS_LOCK_KEY`: the key (etcd, Redis) or the advisory lock's number.
     pub lock_key: String,
 }
 
@@ -197,6 +197,21 @@ impl Env {
             return Err(BadInput(format!(
                 "{LOCK_URLS_VAR} is not set: with {LOCK_VAR}=etcd set it to the members' endpoints, e.g. http://127.0.0.1:2379"
             )));
+        }
+        if lock == LockKind::Redis {
+            match lock_urls.first() {
+                None => {
+                    return Err(BadInput(format!(
+                        "{LOCK_URLS_VAR} is not set: with {LOCK_VAR}=redis set it to the server, e.g. redis://127.0.0.1:6379"
+                    )))
+                }
+                Some(u) if !u.starts_with("redis://") => {
+                    return Err(BadInput(format!(
+                        "{LOCK_URLS_VAR} is {u:?}: a Redis endpoint is redis://host:port"
+                    )))
+                }
+                Some(_) => {}
+            }
         }
         let lock_key = get(LOCK_KEY_VAR)
             .map(|k| k.trim().to_string())

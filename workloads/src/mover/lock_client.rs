@@ -1,9 +1,10 @@
-//! The mover's end of the lock service `CHAOS_LOCK` names: the claim row (through the routing connection), an advisory lock's own session, or an etcd client. The calls the state machine makes on it are in `run/lock.rs`.
+//! The mover's end of the lock service `CHAOS_LOCK` names: the claim row (through the routing connection), an advisory lock's own session, an etcd client or a Redis connection. The calls the state machine makes on it are in `run/lock.rs`.
 
 use crate::lock::{advisory_options, LockKind};
 use crate::mover::config::{parse_pg_url, Settings};
 use crate::mover::db::Db;
 use crate::mover::etcd::EtcdLock;
+use crate::mover::redis::RedisLock;
 
 /// The mover's end of the lock service.
 pub(crate) enum LockClient {
@@ -15,6 +16,7 @@ pub(crate) enum LockClient {
         key: i64,
     },
     Etcd(EtcdLock),
+    Redis(Box<RedisLock>),
 }
 
 impl LockClient {
@@ -43,6 +45,11 @@ impl LockClient {
                 env.lock_key.clone(),
                 s.routing_timeout,
             )),
+            LockKind::Redis => LockClient::Redis(Box::new(RedisLock::new(
+                env.lock_urls.first().cloned().unwrap_or_default(),
+                env.lock_key.clone(),
+                s.routing_timeout,
+            ))),
         }
     }
 }

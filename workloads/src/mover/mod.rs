@@ -6,6 +6,7 @@ pub mod etcd;
 pub mod history;
 mod lock_client;
 pub mod pacing;
+pub mod redis;
 pub mod run;
 pub mod stalls;
 

@@ -294,7 +294,7 @@ async fn answers(addr: &str) -> bool {
 }
 
 /// The container's address on its (one) network.
-async fn container_ip(docker: &Docker, id: &str) -> Option<String> {
+pub(super) async fn container_ip(docker: &Docker, id: &str) -> Option<String> {
     inspect(docker, id)
         .await?
         .network_settings?
@@ -304,7 +304,7 @@ async fn container_ip(docker: &Docker, id: &str) -> Option<String> {
 }
 
 /// Whether `image` carries `label`.
-async fn has_label(docker: &Docker, image: &str, label: &str) -> bool {
+pub(super) async fn has_label(docker: &Docker, image: &str, label: &str) -> bool {
     match tokio::time::timeout(CALL_TIMEOUT, docker.inspect_image(image)).await {
         Ok(Ok(info)) => info
             .config

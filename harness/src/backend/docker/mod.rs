@@ -11,6 +11,7 @@ mod cluster;
 mod containers;
 pub mod engine;
 mod lock;
+mod lock_redis;
 mod movers;
 mod standby;
 #[cfg(test)]
@@ -19,4 +20,5 @@ mod tests;
 pub use cluster::DockerCluster;
 pub use containers::{Images, RUN_LABEL};
 pub use lock::DockerEtcd;
+pub use lock_redis::DockerRedis;
 pub use movers::{DockerLauncher, DockerMover, DockerSignaller};

@@ -1,4 +1,4 @@
-//! The lease as the mover takes it from whichever lock service `CHAOS_LOCK` names: the claim row (routing.sql's functions), an advisory lock held by a session of its own, or an etcd key under a lease. One set of calls for the state machine, each answering in the routing db's error terms.
+//! The lease as the mover takes it from whichever lock service `CHAOS_LOCK` names: the claim row (routing.sql's functions), an advisory lock held by a session of its own, an etcd key under a lease, or a Redis key with an expiry. One set of calls for the state machine, each answering in the routing db's error terms.
 
 use super::*;
 use crate::lock::{
@@ -13,6 +13,7 @@ impl Mover {
             LockClient::Claims => Ok(()),
             LockClient::Advisory { session, .. } => session.connect().await,
             LockClient::Etcd(e) => e.connect().await,
+            LockClient::Redis(r) => r.connect().await,
         }
     }
 
@@ -21,6 +22,7 @@ impl Mover {
             LockClient::Claims => self.routing.display.clone(),
             LockClient::Advisory { session, .. } => session.display.clone(),
             LockClient::Etcd(e) => e.display(),
+            LockClient::Redis(r) => r.display(),
         }
     }
 
@@ -30,6 +32,7 @@ impl Mover {
             LockClient::Claims => self.routing.timeout = t,
             LockClient::Advisory { session, .. } => session.timeout = t,
             LockClient::Etcd(e) => e.timeout = t,
+            LockClient::Redis(r) => r.timeout = t,
         }
     }
 
@@ -57,6 +60,7 @@ impl Mover {
                 .acquire(&me, lease_ms)
                 .await?
                 .map(|g| (g.revision, g.lease_id))),
+            LockClient::Redis(r) => Ok(r.acquire(&me, lease_ms).await?.map(|t| (t, 0))),
         }
     }
 
@@ -78,7 +82,8 @@ impl Mover {
                 let rows = session.query(SQL_ADVISORY_HELD, &[key]).await?;
                 Ok(first_bool(&rows))
             }
-            LockClient::Etcd(e) => e.renew(&me, grant.etcd()).await,
+            LockClient::Etcd(e) => e.renew(me, grant.etcd()).await,
+            LockClient::Redis(r) => r.renew(me, lease_ms as u64).await,
         }
     }
 
@@ -103,6 +108,7 @@ impl Mover {
                 }
             }
             LockClient::Etcd(e) => e.who().await.unwrap_or((None, None)),
+            LockClient::Redis(r) => r.who().await.unwrap_or((None, None)),
         }
     }
 
@@ -122,6 +128,7 @@ impl Mover {
                 Ok(first_bool(&rows))
             }
             LockClient::Etcd(e) => e.release(grant.etcd()).await,
+            LockClient::Redis(r) => r.release(&me).await,
         }
     }
 }

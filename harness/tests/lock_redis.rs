@@ -1,0 +1,213 @@
+//! Redis as the lock service (issue 35): the GC-pause seed with the lease in a real redis-server 7.0, held by the reference mover (`SET NX PX` and `INCR` in one script) and by a mover built on python3-redis's stock `Lock`; grants read from the server's keyspace notifications. Lease only loses data (or accepts a stale write), fenced by the `INCR` token refuses it; each stored run is re-judged by `chaos check`; a SIGINT mid-run leaves no redis-server.
+
+mod common;
+#[path = "support/figures.rs"]
+mod figures;
+
+use common::*;
+use figures::Outcome;
+use serde_json::Value;
+use std::io::{BufRead, BufReader};
+use std::path::PathBuf;
+use std::process::{Command, Stdio};
+use std::time::{Duration, Instant};
+
+/// A finished run: its outcome and where it is stored.
+struct Ran {
+    outcome: Outcome,
+    dir: PathBuf,
+}
+
+fn run(extra: &[&str], expect: &str) -> Ran {
+    require_mover();
+    let mut args = vec!["--lock", "redis"];
+    args.extend_from_slice(extra);
+    let name = format!(
+        "redis-gc-pause{}",
+        extra.join("").replace(['/', ' ', '='], "_")
+    );
+    let (code, dir) = run_scenario(&name, "gc-pause", &args, expect);
+    Ran {
+        outcome: Outcome::read(code, &dir),
+        dir,
+    }
+}
+
+/// `chaos check DIR` gives the stored run's verdict again, with no server running.
+fn rejudged_the_same(r: &Ran) {
+    let out = Command::new(chaos())
+        .args(["check", &r.dir.display().to_string()])
+        .output()
+        .expect("run chaos check");
+    let again = read_json(&r.dir.join("verdict.json"));
+    assert_eq!(
+        again["valid"],
+        r.outcome.verdict["valid"],
+        "chaos check re-judged differently: {}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    let expected = match r.outcome.verdict["valid"].as_str() {
+        Some("valid") => 0,
+        Some("invalid") => 1,
+        _ => 2,
+    };
+    assert_eq!(out.status.code(), Some(expected));
+}
+
+/// The record's grants came from the server: a new holder after the pause, every holder a box
+/// (the key's value), tokens the `INCR` counter's 1, 2, 3 ... in grant order.
+fn grants_from_the_server(o: &Outcome) -> Vec<Value> {
+    let grants = o.stats["grants"].as_array().cloned().unwrap_or_default();
+    assert!(
+        grants.len() >= 2,
+        "a new holder after the pause: {grants:?}"
+    );
+    for g in &grants {
+        let holder = g["holder"].as_str().unwrap_or("");
+        assert!(holder.starts_with("box-"), "holder named by its box: {g}");
+    }
+    let tokens: Vec<i64> = grants.iter().filter_map(|g| g["token"].as_i64()).collect();
+    assert_eq!(
+        tokens,
+        (1..=tokens.len() as i64).collect::<Vec<_>>(),
+        "each grant's token is the counter's next value"
+    );
+    grants
+}
+
+/// Lease only: a shard accepts the paused holder's write after the newer holder's.
+fn lease_only_accepts_a_stale_write(r: &Ran) {
+    let o = &r.outcome;
+    println!("{}", o.summary());
+    assert_eq!(o.code, Some(0), "verdict: {}", o.verdict);
+    assert_eq!(o.verdict["valid"], "invalid");
+    grants_from_the_server(o);
+    let classes = o.classes();
+    assert!(
+        classes.iter().any(|c| c == "stale-token-write"),
+        "a shard accepted the older grant's write after the newer one's: {classes:?}"
+    );
+    rejudged_the_same(r);
+}
+
+/// Fenced with the `INCR` token: the paused holder's write is refused, nothing lost.
+fn fenced_refuses_the_stale_write(r: &Ran) {
+    let o = &r.outcome;
+    println!("{}", o.summary());
+    assert_eq!(o.code, Some(0), "verdict: {}", o.verdict);
+    assert_eq!(o.stats["rows_lost"].as_u64(), Some(0));
+    let grants = grants_from_the_server(o);
+    let (holder, token) = (
+        grants[0]["holder"].as_str().unwrap_or("").to_string(),
+        grants[0]["token"].as_i64().unwrap_or(-1),
+    );
+    let refused: Value = serde_json::from_str(o.refusal_by(&holder)).expect("a history line");
+    assert_eq!(
+        refused["value"]["token"].as_i64(),
+        Some(token),
+        "the first grant's token was refused: {refused}"
+    );
+    assert!(
+        refused["value"]["shard_token"].as_i64().unwrap_or(0) > token,
+        "after a newer grant's token was served: {refused}"
+    );
+    rejudged_the_same(r);
+}
+
+/// The story says Redis minted no token (report.html carries the story's note).
+fn says_no_token(r: &Ran, said: bool) {
+    let html = std::fs::read_to_string(r.dir.join("report.html")).unwrap_or_default();
+    assert_eq!(
+        html.contains("Redis mints no fencing token"),
+        said,
+        "report.html's note on the token"
+    );
+}
+
+#[test]
+fn gc_pause_on_redis_lease_only_loses_data() {
+    let r = run(&[], "invalid");
+    lease_only_accepts_a_stale_write(&r);
+    assert!(
+        r.outcome.stats["rows_lost"].as_u64().unwrap_or(0) > 0,
+        "the paused holder's tidy-up destroys data: {}",
+        r.outcome.summary()
+    );
+    // The paused holder's grant ended at the key's own deadline, the server's `expired`.
+    let expired = r
+        .outcome
+        .classes()
+        .iter()
+        .any(|c| c == "write-after-lease-expiry");
+    assert!(expired, "{}", r.outcome.summary());
+    says_no_token(&r, true);
+}
+
+#[test]
+fn gc_pause_on_redis_fenced_by_the_incr_token_refuses_the_stale_write() {
+    let r = run(&["--fencing", "on"], "valid");
+    fenced_refuses_the_stale_write(&r);
+    says_no_token(&r, false);
+}
+
+/// redis-py's `Lock` renews with `reacquire` around a turbine and stops when it is not the
+/// owner any more (it never tidies up): its batches after the pause land on a shard the new
+/// holder wrote.
+#[test]
+fn python3_redis_lock_lease_only_accepts_a_stale_write() {
+    let mover = repo().join("workloads/examples/redis-mover.py");
+    let cmd = format!("{}", mover.display());
+    let r = run(&["--mover-cmd", &cmd, "--mover-ready", "gate"], "invalid");
+    lease_only_accepts_a_stale_write(&r);
+    says_no_token(&r, true);
+}
+
+#[test]
+fn python3_redis_lock_fenced_by_its_incr_is_valid() {
+    let mover = repo().join("workloads/examples/redis-mover.py");
+    let cmd = format!("REDIS_MOVER_FENCING=on {}", mover.display());
+    let r = run(&["--mover-cmd", &cmd, "--mover-ready", "gate"], "valid");
+    fenced_refuses_the_stale_write(&r);
+}
+
+/// Ctrl-C mid-run: the redis-server (its process title names its configuration file, under
+/// the run's data directory) is running before and gone after.
+#[test]
+fn sigint_mid_run_stops_the_redis_server() {
+    require_mover();
+    let _one = one_at_a_time();
+    let dir = temp_dir("redis-sigint");
+    let data = dir.join("data");
+    let mut child = Command::new(chaos())
+        .args(["run", "april", "--lock", "redis", "--results"])
+        .arg(dir.join("results"))
+        .current_dir(repo())
+        .env("CHAOS_DATA_DIR", &data)
+        .stderr(Stdio::piped())
+        .stdout(Stdio::null())
+        .spawn()
+        .unwrap();
+    let mut lines = BufReader::new(child.stderr.take().unwrap()).lines();
+    let began = Instant::now();
+    loop {
+        let line = lines.next().expect("chaos printed progress").unwrap();
+        if line.starts_with('[') && line.contains("moved") {
+            break;
+        }
+        assert!(
+            began.elapsed() < Duration::from_secs(120),
+            "no progress line within 120 s"
+        );
+    }
+    let needle = data.display().to_string();
+    let redis: Vec<_> = processes_mentioning(&needle)
+        .into_iter()
+        .filter(|(_, cmd)| cmd.contains("redis-server") && cmd.contains("redis.conf"))
+        .collect();
+    assert_eq!(redis.len(), 1, "one redis-server mid-run: {redis:?}");
+    unsafe { libc::kill(child.id() as i32, libc::SIGINT) };
+    let rest: Vec<String> = lines.map_while(Result::ok).collect();
+    let status = child.wait().unwrap();
+    assert_eq!(status.code(), Some(3), "interrupted: {rest:?}");
+    assert_none_left(&needle, 10);
+}
