@@ -1,4 +1,4 @@
-//! The lock service as a part of the testbed (DESIGN section 11), in one home: the scenario's `[lock]` section, the server the service needs (`etcd.rs`; the claim row and advisory locks live in the routing db), the protocol's `CHAOS_LOCK*` variables each box gets, and the observer that reads grants from the service itself (`observe.rs`) into the record the checkers judge.
+//! The lock service as a part of the testbed (DESIGN section 11), in one home: the scenario's `[lock]` section, the server the service needs (`etcd.rs`, `zookeeper.rs`; the claim row and advisory locks live in the routing db), the protocol's `CHAOS_LOCK*` variables each box gets, and the observer that reads grants from the service itself (`observe.rs`) into the record the checkers judge.
 //!
 //! Adding a service: its `LockKind` (workloads/src/lock.rs, with the calls a mover makes),
 //! its arm in `LockSection::check`, `box_env`, `LockServer::plan` (and `launch`) and `Observer::start`,
@@ -6,10 +6,12 @@
 
 mod etcd;
 mod observe;
+mod zookeeper;
 
 pub use chaos_workloads::lock::LockKind;
 pub use etcd::EtcdServer;
 pub use observe::{Names, Observer, Seen};
+pub use zookeeper::ZkServer;
 
 use chaos_workloads::lock::{advisory_options, LOCK_KEY_VAR, LOCK_URLS_VAR, LOCK_VAR};
 use serde::{Deserialize, Serialize};
@@ -64,6 +66,12 @@ impl LockSection {
         if self.members != 1 && self.members != 3 {
             return field("members", format!("must be 1 or 3 (got {})", self.members));
         }
+        if self.members == 3 && self.service == LockKind::Zookeeper {
+            return field(
+                "members",
+                "3: a three-member ZooKeeper ensemble is not built yet (one member is); use members = 1 or service = \"etcd\"".to_string(),
+            );
+        }
         if self.members == 3 && self.service != LockKind::Etcd {
             return field(
                 "members",
@@ -71,6 +79,12 @@ impl LockSection {
                     "3: {} has no members of its own (it lives in the routing db); members = 3 is for service = \"etcd\"",
                     self.service.name()
                 ),
+            );
+        }
+        if self.service == LockKind::Zookeeper && lease_real_ms < 2 * zookeeper::TICK_MS {
+            return field(
+                "service",
+                format!("zookeeper: the lease is {lease_real_ms} real ms and the shortest session ZooKeeper grants here is {} ms (two {} ms ticks); lengthen lease_s or time_scale_ms", 2 * zookeeper::TICK_MS, zookeeper::TICK_MS),
             );
         }
         if election_unique && self.service != LockKind::Claims {
@@ -169,6 +183,8 @@ pub fn box_env(
             .map(|a| format!("http://{a}"))
             .collect::<Vec<_>>()
             .join(","),
+        // ZooKeeper's connect string: host:port, comma-separated, no scheme.
+        LockKind::Zookeeper => lock_addrs.join(","),
     };
     vec![
         (LOCK_VAR.to_string(), kind.name().to_string()),
@@ -195,6 +211,8 @@ pub enum LockServer {
     Etcd(EtcdServer),
     /// etcd in a container of the run (the docker backend).
     EtcdDocker(crate::backend::docker::DockerEtcd),
+    /// ZooKeeper's JVM as a local process.
+    Zk(ZkServer),
 }
 
 impl LockServer {
@@ -219,6 +237,12 @@ impl LockServer {
             (LockKind::Etcd, BackendKind::Docker) => LockServer::EtcdDocker(
                 crate::backend::docker::DockerEtcd::start(run_id, log_dir).await?,
             ),
+            (LockKind::Zookeeper, BackendKind::Process) => {
+                LockServer::Zk(ZkServer::plan(run_id, log_dir, &section.member_names()).await?)
+            }
+            (LockKind::Zookeeper, BackendKind::Docker) => anyhow::bail!(
+                "--lock zookeeper runs on the process backend only for now: drop --backend docker"
+            ),
         })
     }
 
@@ -227,6 +251,7 @@ impl LockServer {
         match self {
             LockServer::RoutingDb | LockServer::EtcdDocker(_) => Ok(()),
             LockServer::Etcd(e) => e.launch().await,
+            LockServer::Zk(z) => z.launch().await,
         }
     }
 
@@ -240,6 +265,11 @@ impl LockServer {
                 .find(|(n, _)| n == node)
                 .map(|(_, a)| a),
             LockServer::EtcdDocker(e) => (node == LOCK_NODE).then(|| e.upstream()),
+            LockServer::Zk(z) => z
+                .client_addrs()
+                .into_iter()
+                .find(|(n, _)| n == node)
+                .map(|(_, a)| a),
         }
     }
 
@@ -256,13 +286,20 @@ impl LockServer {
                     .join(","),
             ),
             LockServer::EtcdDocker(e) => Some(e.observe_addr()),
+            LockServer::Zk(z) => Some(
+                z.client_addrs()
+                    .into_iter()
+                    .map(|(_, a)| a)
+                    .collect::<Vec<_>>()
+                    .join(","),
+            ),
         }
     }
 
     /// The links between members, each `(link, listen, upstream)` (none for one member).
     pub fn peer_links(&self) -> Vec<(String, String, String)> {
         match self {
-            LockServer::RoutingDb | LockServer::EtcdDocker(_) => vec![],
+            LockServer::RoutingDb | LockServer::EtcdDocker(_) | LockServer::Zk(_) => vec![],
             LockServer::Etcd(e) => e.peer_links(),
         }
     }
@@ -273,6 +310,7 @@ impl LockServer {
             LockServer::RoutingDb => None,
             LockServer::Etcd(e) => Some(e.describe()),
             LockServer::EtcdDocker(e) => Some(e.describe()),
+            LockServer::Zk(z) => Some(z.describe()),
         }
     }
 
@@ -281,6 +319,7 @@ impl LockServer {
             LockServer::RoutingDb => {}
             LockServer::Etcd(e) => e.stop().await,
             LockServer::EtcdDocker(e) => e.stop().await,
+            LockServer::Zk(z) => z.stop().await,
         }
     }
 
@@ -291,6 +330,7 @@ impl LockServer {
             LockServer::EtcdDocker(_) => anyhow::bail!(
                 "a pause or kill of the etcd member in its container is not built yet (stop and crash are): use the process backend"
             ),
+            LockServer::Zk(_) => anyhow::bail!("not an etcd member"),
         }
     }
 
@@ -300,6 +340,7 @@ impl LockServer {
             LockServer::RoutingDb => false,
             LockServer::Etcd(e) => e.has(node),
             LockServer::EtcdDocker(_) => node == LOCK_NODE,
+            LockServer::Zk(z) => z.has(node),
         }
     }
 
@@ -312,6 +353,9 @@ impl LockServer {
         if let LockServer::EtcdDocker(e) = self {
             return e.stop_member(mode).await;
         }
+        if let LockServer::Zk(z) = self {
+            return z.stop_member(node, mode).await;
+        }
         self.etcd()?.stop_member(node, mode).await
     }
 
@@ -320,11 +364,17 @@ impl LockServer {
         if let LockServer::EtcdDocker(e) = self {
             return e.start_member().await;
         }
+        if let LockServer::Zk(z) = self {
+            return z.start_member(node).await;
+        }
         self.etcd()?.start_member(node).await
     }
 
     /// A nemesis pause (SIGSTOP) or resume (SIGCONT) of member `node`.
     pub fn pause_member(&mut self, node: &str, pause: bool) -> anyhow::Result<()> {
+        if let LockServer::Zk(z) = self {
+            return z.pause_member(node, pause);
+        }
         self.etcd()?.pause_member(node, pause)
     }
 
@@ -333,13 +383,14 @@ impl LockServer {
         match self {
             LockServer::RoutingDb | LockServer::EtcdDocker(_) => (None, vec![]),
             LockServer::Etcd(e) => (e.leader().await, e.ids()),
+            LockServer::Zk(z) => (z.leader().await, vec![]),
         }
     }
 
     /// What each member says now: (node, the leader it names, its raft term).
     pub async fn views(&self) -> Vec<(String, Option<String>, u64)> {
         match self {
-            LockServer::RoutingDb | LockServer::EtcdDocker(_) => vec![],
+            LockServer::RoutingDb | LockServer::EtcdDocker(_) | LockServer::Zk(_) => vec![],
             LockServer::Etcd(e) => e.views().await,
         }
     }
@@ -349,6 +400,7 @@ impl LockServer {
         match self {
             LockServer::RoutingDb | LockServer::EtcdDocker(_) => std::time::Duration::ZERO,
             LockServer::Etcd(e) => e.last_start(node),
+            LockServer::Zk(z) => z.last_start(node),
         }
     }
 
@@ -358,6 +410,7 @@ impl LockServer {
             LockServer::RoutingDb => std::time::Duration::ZERO,
             LockServer::Etcd(e) => e.started_in,
             LockServer::EtcdDocker(e) => e.started_in,
+            LockServer::Zk(z) => z.started_in,
         }
     }
 }
@@ -455,5 +508,34 @@ mod tests {
         alias_routing(&one, &mut stop).unwrap();
         assert_eq!(stop.target(), "lock");
         assert!(is_lock_node("lock-leader") && is_lock_node("lock") && !is_lock_node("routing"));
+    }
+
+    #[test]
+    fn zookeeper_gets_a_bare_connect_string_and_refuses_a_lease_shorter_than_two_ticks() {
+        let zk = LockSection {
+            service: LockKind::Zookeeper,
+            members: 1,
+        };
+        let env = box_env(
+            &zk,
+            "job",
+            200,
+            "",
+            &["127.0.0.1:7".into(), "127.0.0.1:8".into()],
+        );
+        assert_eq!(env[0].1, "zookeeper");
+        assert_eq!(env[1].1, "127.0.0.1:7,127.0.0.1:8");
+        assert_eq!(env[2].1, "/locks/job");
+        assert!(zk.check(200, false).is_ok());
+        let (field, message) = zk.check(30, false).unwrap_err();
+        assert_eq!(field, "lock.service");
+        assert!(message.contains("40 ms"), "{message}");
+        // No rounding of the scale: ZooKeeper's session timeout is in ms.
+        assert_eq!(zk.time_scale_ms(20.0, 10.0), 20.0);
+        let three = LockSection {
+            service: LockKind::Zookeeper,
+            members: 3,
+        };
+        assert!(three.check(200, false).is_err());
     }
 }

@@ -1,9 +1,10 @@
-//! The mover's end of the lock service `CHAOS_LOCK` names: the claim row (through the routing connection), an advisory lock's own session, or an etcd client. The calls the state machine makes on it are in `run/lock.rs`.
+//! The mover's end of the lock service `CHAOS_LOCK` names: the claim row (through the routing connection), an advisory lock's own session, an etcd client, or a ZooKeeper session. The calls the state machine makes on it are in `run/lock.rs`.
 
 use crate::lock::{advisory_options, LockKind};
 use crate::mover::config::{parse_pg_url, Settings};
 use crate::mover::db::Db;
 use crate::mover::etcd::EtcdLock;
+use crate::mover::zookeeper::ZkLock;
 
 /// The mover's end of the lock service.
 pub(crate) enum LockClient {
@@ -15,6 +16,7 @@ pub(crate) enum LockClient {
         key: i64,
     },
     Etcd(EtcdLock),
+    Zookeeper(ZkLock),
 }
 
 impl LockClient {
@@ -39,6 +41,11 @@ impl LockClient {
                 }
             }
             LockKind::Etcd => LockClient::Etcd(EtcdLock::new(
+                env.lock_urls.clone(),
+                env.lock_key.clone(),
+                s.routing_timeout,
+            )),
+            LockKind::Zookeeper => LockClient::Zookeeper(ZkLock::new(
                 env.lock_urls.clone(),
                 env.lock_key.clone(),
                 s.routing_timeout,

@@ -8,6 +8,7 @@ mod lock_client;
 pub mod pacing;
 pub mod run;
 pub mod stalls;
+pub mod zookeeper;
 
 pub use config::{
     switch_name, Args, BadInput, Election, Env, Fencing, OnLost, OnRenewFailure, Settings,

@@ -1,4 +1,4 @@
-//! The lease as the mover takes it from whichever lock service `CHAOS_LOCK` names: the claim row (routing.sql's functions), an advisory lock held by a session of its own, or an etcd key under a lease. One set of calls for the state machine, each answering in the routing db's error terms.
+//! The lease as the mover takes it from whichever lock service `CHAOS_LOCK` names: the claim row (routing.sql's functions), an advisory lock held by a session of its own, an etcd key under a lease, or a ZooKeeper lock node held by a session. One set of calls for the state machine, each answering in the routing db's error terms.
 
 use super::*;
 use crate::lock::{
@@ -13,6 +13,7 @@ impl Mover {
             LockClient::Claims => Ok(()),
             LockClient::Advisory { session, .. } => session.connect().await,
             LockClient::Etcd(e) => e.connect().await,
+            LockClient::Zookeeper(z) => z.connect(self.s.env.lease_ms).await,
         }
     }
 
@@ -21,6 +22,7 @@ impl Mover {
             LockClient::Claims => self.routing.display.clone(),
             LockClient::Advisory { session, .. } => session.display.clone(),
             LockClient::Etcd(e) => e.display(),
+            LockClient::Zookeeper(z) => z.display(),
         }
     }
 
@@ -30,6 +32,7 @@ impl Mover {
             LockClient::Claims => self.routing.timeout = t,
             LockClient::Advisory { session, .. } => session.timeout = t,
             LockClient::Etcd(e) => e.timeout = t,
+            LockClient::Zookeeper(z) => z.timeout = t,
         }
     }
 
@@ -57,6 +60,13 @@ impl Mover {
                 .acquire(&me, lease_ms)
                 .await?
                 .map(|g| (g.revision, g.lease_id))),
+            // A waiter waits on its predecessor's watch up to a poll, as the recipe does.
+            LockClient::Zookeeper(z) => {
+                let wait = Duration::from_millis(self.s.env.poll_ms);
+                Ok(z.acquire(&me, lease_ms, wait)
+                    .await?
+                    .map(|czxid| (czxid, 0)))
+            }
         }
     }
 
@@ -79,12 +89,14 @@ impl Mover {
                 Ok(first_bool(&rows))
             }
             LockClient::Etcd(e) => e.renew(&me, grant.etcd()).await,
+            LockClient::Zookeeper(z) => z.renew(me, lease_ms as u64, grant.token).await,
         }
     }
 
     /// Who holds the lease now, and with which token, as far as the service says.
     pub(super) async fn lock_who(&mut self) -> (Option<String>, Option<i64>) {
         let job = self.s.env.job.clone();
+        let lease_ms = self.s.env.lease_ms;
         match &mut self.lock {
             LockClient::Claims => match self.routing.query(SQL_WHO, &[&job]).await {
                 Ok(rows) => match rows.first() {
@@ -103,6 +115,7 @@ impl Mover {
                 }
             }
             LockClient::Etcd(e) => e.who().await.unwrap_or((None, None)),
+            LockClient::Zookeeper(z) => z.who(lease_ms).await.unwrap_or((None, None)),
         }
     }
 
@@ -122,6 +135,7 @@ impl Mover {
                 Ok(first_bool(&rows))
             }
             LockClient::Etcd(e) => e.release(grant.etcd()).await,
+            LockClient::Zookeeper(z) => z.release(self.s.env.lease_ms, grant.token).await,
         }
     }
 }
