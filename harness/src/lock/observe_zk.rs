@@ -8,6 +8,8 @@ use zookeeper_client as zk;
 
 /// The observer's own session: long, so a paused or restarted member never ends it.
 const SESSION: Duration = Duration::from_secs(30);
+/// How often the children are read again when no event came (what a reconnection lost).
+const RESYNC: Duration = Duration::from_millis(20);
 
 /// A lock node: its name, `czxid` (the grant's token) and the holder its data names.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -108,6 +110,7 @@ pub(super) async fn zookeeper(sink: Sink, endpoints: String, path: String) {
             .with_session_timeout(SESSION)
             .with_connection_timeout(Duration::from_millis(500))
             .with_server_version(3, 8, 0)
+            .with_fail_eagerly()
             .connect(&endpoints);
         let client = match tokio::time::timeout(Duration::from_secs(2), connecting).await {
             Ok(Ok(c)) => c,
@@ -133,15 +136,30 @@ pub(super) async fn zookeeper(sink: Sink, endpoints: String, path: String) {
         record(&sink, &mut nodes).await;
         sink.ready.send_replace(true);
         loop {
-            let ev = watcher.changed().await;
+            // Events lost while the session reconnects are not replayed (ZOOKEEPER-4698), and a
+            // read after a reconnection may fail: the children are read again every
+            // `RESYNC`, so whatever was missed is found within it.
+            let ev = match tokio::time::timeout(RESYNC, watcher.changed()).await {
+                Ok(ev) => ev,
+                Err(_) => {
+                    if resync(&client, &path, &mut nodes).await.is_ok() {
+                        record(&sink, &mut nodes).await;
+                    }
+                    continue;
+                }
+            };
             match ev.event_type {
                 zk::EventType::Session => {
-                    if ev.session_state.is_terminated() {
+                    // A lost connection is left to a fresh session at once: the client's own
+                    // reconnection backs off (100, 200, 400 ms ...), and a member stopped for
+                    // a second would leave the observer deaf to grants its movers, whose
+                    // sessions are short, already got.
+                    if ev.session_state.is_terminated()
+                        || ev.session_state == zk::SessionState::Disconnected
+                    {
                         break;
                     }
-                    if ev.session_state == zk::SessionState::SyncConnected
-                        && resync(&client, &path, &mut nodes).await.is_err()
-                    {
+                    if resync(&client, &path, &mut nodes).await.is_err() {
                         continue;
                     }
                 }
