@@ -10,6 +10,8 @@ use zookeeper_client as zk;
 const SESSION: Duration = Duration::from_secs(30);
 /// How often the children are read again when no event came (what a reconnection lost).
 const RESYNC: Duration = Duration::from_millis(20);
+/// For how long after a (re)connection the children are read again every `RESYNC`.
+const RESYNC_FOR: Duration = Duration::from_secs(2);
 
 /// A lock node: its name, `czxid` (the grant's token) and the holder its data names.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -105,6 +107,7 @@ async fn resync(c: &zk::Client, path: &str, nodes: &mut Nodes) -> Result<(), zk:
 /// away), reconnecting when the session ends.
 pub(super) async fn zookeeper(sink: Sink, endpoints: String, path: String) {
     let mut nodes = Nodes::default();
+    let mut first = true;
     loop {
         let connecting = zk::Client::connector()
             .with_session_timeout(SESSION)
@@ -135,11 +138,20 @@ pub(super) async fn zookeeper(sink: Sink, endpoints: String, path: String) {
         }
         record(&sink, &mut nodes).await;
         sink.ready.send_replace(true);
+        // The first session has lost nothing; a later one may have.
+        let connected = std::time::Instant::now();
+        let resyncing = std::mem::replace(&mut first, false).then_some(()).is_none();
         loop {
             // Events lost while the session reconnects are not replayed (ZOOKEEPER-4698), and a
             // read after a reconnection may fail: the children are read again every
-            // `RESYNC`, so whatever was missed is found within it.
-            let ev = match tokio::time::timeout(RESYNC, watcher.changed()).await {
+            // `RESYNC` for `RESYNC_FOR` after it, so whatever was missed is found within it.
+            // Only for a while after a (re)connection: a read in flight delays the next event,
+            // and a holder's first write follows its grant by one round trip.
+            let wait = match resyncing && connected.elapsed() < RESYNC_FOR {
+                true => RESYNC,
+                false => Duration::MAX,
+            };
+            let ev = match tokio::time::timeout(wait, watcher.changed()).await {
                 Ok(ev) => ev,
                 Err(_) => {
                     if resync(&client, &path, &mut nodes).await.is_ok() {
