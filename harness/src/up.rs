@@ -104,7 +104,7 @@ pub async fn up(a: UpArgs) -> anyhow::Result<u8> {
         // A lock service that is not Postgres is dialled at its address, as a box's
         // CHAOS_LOCK_URLS names it.
         let url = if crate::links::link_target(link) == crate::lock::LOCK_NODE {
-            format!("http://{}", url_addr(url))
+            scheme(service, url_addr(url))
         } else {
             url.clone()
         };
@@ -141,6 +141,14 @@ pub async fn up(a: UpArgs) -> anyhow::Result<u8> {
     Ok(0)
 }
 
+/// An address as the service's clients dial it: etcd's URL, ZooKeeper's bare `host:port`.
+fn scheme(service: crate::lock::LockKind, addr: &str) -> String {
+    match service {
+        crate::lock::LockKind::Zookeeper => addr.to_string(),
+        _ => format!("http://{addr}"),
+    }
+}
+
 /// The lock service's line (`lock  etcd  direct http://127.0.0.1:P  key /locks/job`) and its
 /// direct address, if it has a server of its own.
 fn lock_line(scenario: &crate::scenario::Scenario, bed: &Testbed) -> (String, Option<String>) {
@@ -150,7 +158,7 @@ fn lock_line(scenario: &crate::scenario::Scenario, bed: &Testbed) -> (String, Op
         Some(addrs) => {
             let url = addrs
                 .split(',')
-                .map(|a| format!("http://{a}"))
+                .map(|a| scheme(service, a))
                 .collect::<Vec<_>>()
                 .join(",");
             (

@@ -6,7 +6,8 @@ use clap::ValueEnum;
 pub const LOCK_VAR: &str = "CHAOS_LOCK";
 /// `CHAOS_LOCK_URLS`: the service's endpoints, comma-separated, each through its proxy.
 pub const LOCK_URLS_VAR: &str = "CHAOS_LOCK_URLS";
-/// `CHAOS_LOCK_KEY`: the key (etcd, Redis), or the advisory lock's number, the harness watches.
+/// `CHAOS_LOCK_KEY`: the key (etcd, Redis), the lock path (ZooKeeper), or the advisory lock's
+/// number, the harness watches.
 pub const LOCK_KEY_VAR: &str = "CHAOS_LOCK_KEY";
 
 /// A lock service.
@@ -36,6 +37,9 @@ pub enum LockKind {
     /// Redis 7.0: `SET key holder NX PX lease`; the server's expiry is the lease. No token of
     /// its own (an `INCR` in the same script gives one).
     Redis,
+    /// ZooKeeper 3.8: the lowest ephemeral sequential node under the lock path owns it; the
+    /// session's timeout is the lease; the owner node's `czxid` is the token.
+    Zookeeper,
 }
 
 impl LockKind {
@@ -45,6 +49,7 @@ impl LockKind {
             LockKind::Advisory => "advisory",
             LockKind::Etcd => "etcd",
             LockKind::Redis => "redis",
+            LockKind::Zookeeper => "zookeeper",
         }
     }
 
@@ -55,7 +60,10 @@ impl LockKind {
 
     /// Whether the service mints a fencing token of its own.
     pub fn mints_tokens(self) -> bool {
-        matches!(self, LockKind::Claims | LockKind::Etcd)
+        matches!(
+            self,
+            LockKind::Claims | LockKind::Etcd | LockKind::Zookeeper
+        )
     }
 
     /// The key a run's job is locked under, as `CHAOS_LOCK_KEY` gives it.
@@ -67,6 +75,8 @@ impl LockKind {
             LockKind::Etcd => format!("/locks/{job}"),
             // redis-py's `Lock(name)` keeps its key at `name` itself.
             LockKind::Redis => format!("lock:{job}"),
+            // kazoo's and Curator's `Lock(client, path)` create their nodes under `path`.
+            LockKind::Zookeeper => format!("/locks/{job}"),
         }
     }
 
@@ -74,8 +84,9 @@ impl LockKind {
     pub fn from_var(value: Option<&str>) -> Result<LockKind, String> {
         match value.map(str::trim).filter(|v| !v.is_empty()) {
             None => Ok(LockKind::Claims),
-            Some(v) => LockKind::from_str(v, true)
-                .map_err(|_| format!("{LOCK_VAR} is {v:?}: use claims, advisory, etcd or redis")),
+            Some(v) => LockKind::from_str(v, true).map_err(|_| {
+                format!("{LOCK_VAR} is {v:?}: use claims, advisory, etcd, redis or zookeeper")
+            }),
         }
     }
 }
@@ -144,4 +155,33 @@ pub const SQL_ADVISORY_OBSERVE: &str = "select l.pid, \
 /// lock URL (libpq's `options`), so a team's own mover gets the same lease unchanged.
 pub fn advisory_options(lease_ms: u64) -> String {
     format!("-c idle_session_timeout={lease_ms} -c idle_in_transaction_session_timeout={lease_ms}")
+}
+
+/// The name part every lock recipe's node carries before its sequence (kazoo's and Curator's
+/// `<uuid>__lock__0000000007`): the owner is the node whose sequence is lowest.
+pub const ZK_LOCK_MARK: &str = "__lock__";
+
+/// A lock node's sequence (the 10 digits ZooKeeper appends after `__lock__`); None for a node
+/// that is no lock recipe's (kazoo sorts those last).
+pub fn zk_sequence(node: &str) -> Option<i64> {
+    let at = node.rfind(ZK_LOCK_MARK)?;
+    node[at + ZK_LOCK_MARK.len()..].parse().ok()
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn a_lock_node_s_sequence_follows_its_mark() {
+        assert_eq!(zk_sequence("3f2a__lock__0000000007"), Some(7));
+        assert_eq!(zk_sequence("box-1-ab__lock__0000000012"), Some(12));
+        assert_eq!(zk_sequence("lease_holder"), None);
+        assert_eq!(
+            LockKind::from_var(Some("zookeeper")),
+            Ok(LockKind::Zookeeper)
+        );
+        assert_eq!(LockKind::Zookeeper.key("job"), "/locks/job");
+        assert!(LockKind::Zookeeper.mints_tokens() && !LockKind::Zookeeper.in_routing_db());
+    }
 }

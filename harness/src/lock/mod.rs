@@ -1,4 +1,4 @@
-//! The lock service as a part of the testbed (DESIGN section 11), in one home: the scenario's `[lock]` section, the server the service needs (`etcd.rs`, `redis.rs`; the claim row and advisory locks live in the routing db), the protocol's `CHAOS_LOCK*` variables each box gets, and the observer that reads grants from the service itself (`observe.rs`) into the record the checkers judge.
+//! The lock service as a part of the testbed (DESIGN section 11), in one home: the scenario's `[lock]` section, the server the service needs (`etcd.rs`, `redis.rs`, `zookeeper.rs`; the claim row and advisory locks live in the routing db), the protocol's `CHAOS_LOCK*` variables each box gets, and the observer that reads grants from the service itself (`observe.rs`) into the record the checkers judge.
 //!
 //! Adding a service: its `LockKind` (workloads/src/lock.rs, with the calls a mover makes),
 //! its arm in `LockSection::check`, `box_env`, `LockServer::plan` (and `launch`) and `Observer::start`,
@@ -7,11 +7,13 @@
 mod etcd;
 mod observe;
 mod redis;
+mod zookeeper;
 
 pub use chaos_workloads::lock::LockKind;
 pub use etcd::EtcdServer;
 pub use observe::{Names, Observer, Seen};
 pub use redis::{ping as redis_ping, RedisServer};
+pub use zookeeper::ZkServer;
 
 use chaos_workloads::lock::{advisory_options, LOCK_KEY_VAR, LOCK_URLS_VAR, LOCK_VAR};
 use serde::{Deserialize, Serialize};
@@ -66,6 +68,12 @@ impl LockSection {
         if self.members != 1 && self.members != 3 {
             return field("members", format!("must be 1 or 3 (got {})", self.members));
         }
+        if self.members == 3 && self.service == LockKind::Zookeeper {
+            return field(
+                "members",
+                "3: a three-member ZooKeeper ensemble is not built yet (one member is); use members = 1 or service = \"etcd\"".to_string(),
+            );
+        }
         if self.members == 3 && self.service != LockKind::Etcd {
             let why = match self.service {
                 LockKind::Redis => "is one server here",
@@ -77,6 +85,12 @@ impl LockSection {
                     "3: {} {why}; members = 3 is for service = \"etcd\"",
                     self.service.name()
                 ),
+            );
+        }
+        if self.service == LockKind::Zookeeper && lease_real_ms < 2 * zookeeper::TICK_MS {
+            return field(
+                "service",
+                format!("zookeeper: the lease is {lease_real_ms} real ms and the shortest session ZooKeeper grants here is {} ms (two {} ms ticks); lengthen lease_s or time_scale_ms", 2 * zookeeper::TICK_MS, zookeeper::TICK_MS),
             );
         }
         if election_unique && self.service != LockKind::Claims {
@@ -180,6 +194,8 @@ pub fn box_env(
             .map(|a| format!("redis://{a}"))
             .collect::<Vec<_>>()
             .join(","),
+        // ZooKeeper's connect string: host:port, comma-separated, no scheme.
+        LockKind::Zookeeper => lock_addrs.join(","),
     };
     vec![
         (LOCK_VAR.to_string(), kind.name().to_string()),
@@ -209,6 +225,8 @@ pub enum LockServer {
     Redis(RedisServer),
     /// Redis in a container of the run (the docker backend).
     RedisDocker(crate::backend::docker::DockerRedis),
+    /// ZooKeeper's JVM as a local process.
+    Zk(ZkServer),
 }
 
 impl LockServer {
@@ -239,6 +257,12 @@ impl LockServer {
             (LockKind::Redis, BackendKind::Docker) => LockServer::RedisDocker(
                 crate::backend::docker::DockerRedis::start(run_id, log_dir).await?,
             ),
+            (LockKind::Zookeeper, BackendKind::Process) => {
+                LockServer::Zk(ZkServer::plan(run_id, log_dir, &section.member_names()).await?)
+            }
+            (LockKind::Zookeeper, BackendKind::Docker) => anyhow::bail!(
+                "--lock zookeeper runs on the process backend only for now: drop --backend docker"
+            ),
         })
     }
 
@@ -250,6 +274,7 @@ impl LockServer {
             }
             LockServer::Etcd(e) => e.launch().await,
             LockServer::Redis(r) => r.launch().await,
+            LockServer::Zk(z) => z.launch().await,
         }
     }
 
@@ -265,6 +290,11 @@ impl LockServer {
             LockServer::EtcdDocker(e) => (node == LOCK_NODE).then(|| e.upstream()),
             LockServer::Redis(r) => (node == LOCK_NODE).then(|| r.addr()),
             LockServer::RedisDocker(r) => (node == LOCK_NODE).then(|| r.upstream()),
+            LockServer::Zk(z) => z
+                .client_addrs()
+                .into_iter()
+                .find(|(n, _)| n == node)
+                .map(|(_, a)| a),
         }
     }
 
@@ -283,6 +313,13 @@ impl LockServer {
             LockServer::EtcdDocker(e) => Some(e.observe_addr()),
             LockServer::Redis(r) => Some(r.addr()),
             LockServer::RedisDocker(r) => Some(r.observe_addr()),
+            LockServer::Zk(z) => Some(
+                z.client_addrs()
+                    .into_iter()
+                    .map(|(_, a)| a)
+                    .collect::<Vec<_>>()
+                    .join(","),
+            ),
         }
     }
 
@@ -292,7 +329,8 @@ impl LockServer {
             LockServer::RoutingDb
             | LockServer::EtcdDocker(_)
             | LockServer::Redis(_)
-            | LockServer::RedisDocker(_) => vec![],
+            | LockServer::RedisDocker(_)
+            | LockServer::Zk(_) => vec![],
             LockServer::Etcd(e) => e.peer_links(),
         }
     }
@@ -305,6 +343,7 @@ impl LockServer {
             LockServer::EtcdDocker(e) => Some(e.describe()),
             LockServer::Redis(r) => Some(r.describe()),
             LockServer::RedisDocker(r) => Some(r.describe()),
+            LockServer::Zk(z) => Some(z.describe()),
         }
     }
 
@@ -315,6 +354,7 @@ impl LockServer {
             LockServer::EtcdDocker(e) => e.stop().await,
             LockServer::Redis(r) => r.stop().await,
             LockServer::RedisDocker(r) => r.stop().await,
+            LockServer::Zk(z) => z.stop().await,
         }
     }
 
@@ -329,6 +369,7 @@ impl LockServer {
             LockServer::RedisDocker(_) => anyhow::bail!(
                 "a pause or kill of the Redis server in its container is not built yet (stop and crash are): use the process backend"
             ),
+            LockServer::Zk(_) => anyhow::bail!("not an etcd member"),
         }
     }
 
@@ -340,6 +381,7 @@ impl LockServer {
             LockServer::EtcdDocker(_) | LockServer::Redis(_) | LockServer::RedisDocker(_) => {
                 node == LOCK_NODE
             }
+            LockServer::Zk(z) => z.has(node),
         }
     }
 
@@ -358,6 +400,9 @@ impl LockServer {
         if let LockServer::RedisDocker(r) = self {
             return r.stop_member(mode).await;
         }
+        if let LockServer::Zk(z) = self {
+            return z.stop_member(node, mode).await;
+        }
         self.etcd()?.stop_member(node, mode).await
     }
 
@@ -372,6 +417,9 @@ impl LockServer {
         if let LockServer::RedisDocker(r) = self {
             return r.start_member().await;
         }
+        if let LockServer::Zk(z) = self {
+            return z.start_member(node).await;
+        }
         self.etcd()?.start_member(node).await
     }
 
@@ -379,6 +427,9 @@ impl LockServer {
     pub fn pause_member(&mut self, node: &str, pause: bool) -> anyhow::Result<()> {
         if let LockServer::Redis(r) = self {
             return r.pause_member(pause);
+        }
+        if let LockServer::Zk(z) = self {
+            return z.pause_member(node, pause);
         }
         self.etcd()?.pause_member(node, pause)
     }
@@ -391,6 +442,7 @@ impl LockServer {
             | LockServer::Redis(_)
             | LockServer::RedisDocker(_) => (None, vec![]),
             LockServer::Etcd(e) => (e.leader().await, e.ids()),
+            LockServer::Zk(z) => (z.leader().await, vec![]),
         }
     }
 
@@ -400,7 +452,8 @@ impl LockServer {
             LockServer::RoutingDb
             | LockServer::EtcdDocker(_)
             | LockServer::Redis(_)
-            | LockServer::RedisDocker(_) => vec![],
+            | LockServer::RedisDocker(_)
+            | LockServer::Zk(_) => vec![],
             LockServer::Etcd(e) => e.views().await,
         }
     }
@@ -413,6 +466,7 @@ impl LockServer {
             }
             LockServer::Etcd(e) => e.last_start(node),
             LockServer::Redis(r) => r.last_start(),
+            LockServer::Zk(z) => z.last_start(node),
         }
     }
 
@@ -424,6 +478,7 @@ impl LockServer {
             LockServer::EtcdDocker(e) => e.started_in,
             LockServer::Redis(r) => r.started_in,
             LockServer::RedisDocker(r) => r.started_in,
+            LockServer::Zk(z) => z.started_in,
         }
     }
 }
@@ -540,5 +595,34 @@ mod tests {
         alias_routing(&one, &mut stop).unwrap();
         assert_eq!(stop.target(), "lock");
         assert!(is_lock_node("lock-leader") && is_lock_node("lock") && !is_lock_node("routing"));
+    }
+
+    #[test]
+    fn zookeeper_gets_a_bare_connect_string_and_refuses_a_lease_shorter_than_two_ticks() {
+        let zk = LockSection {
+            service: LockKind::Zookeeper,
+            members: 1,
+        };
+        let env = box_env(
+            &zk,
+            "job",
+            200,
+            "",
+            &["127.0.0.1:7".into(), "127.0.0.1:8".into()],
+        );
+        assert_eq!(env[0].1, "zookeeper");
+        assert_eq!(env[1].1, "127.0.0.1:7,127.0.0.1:8");
+        assert_eq!(env[2].1, "/locks/job");
+        assert!(zk.check(200, false).is_ok());
+        let (field, message) = zk.check(30, false).unwrap_err();
+        assert_eq!(field, "lock.service");
+        assert!(message.contains("40 ms"), "{message}");
+        // No rounding of the scale: ZooKeeper's session timeout is in ms.
+        assert_eq!(zk.time_scale_ms(20.0, 10.0), 20.0);
+        let three = LockSection {
+            service: LockKind::Zookeeper,
+            members: 3,
+        };
+        assert!(three.check(200, false).is_err());
     }
 }

@@ -1,4 +1,4 @@
-//! Grants read from the lock service itself, never from a mover: etcd's watch on the lock key (a grant is the key that owns the lock, by lowest create revision; its end is the DELETE the leader issues at the lease's expiry, or the unlock), a Postgres advisory lock's `pg_locks` polled on the routing db (a grant is a session holding it; a statement on that session renews it; its end is the session's), and Redis's keyspace notifications on the lock key (a grant is a `set` that names a new holder; `expire` by the same holder renews it; its end is `expired`, stamped at the key's own deadline by the server's clock, or `del`). Each change is stamped with the harness's wall clock as it arrives (Redis's expiry: the server's), recorded as the claim changes the checkers judge, and fed to the triggers.
+//! Grants read from the lock service itself, never from a mover: etcd's watch on the lock key (a grant is the key that owns the lock, by lowest create revision; its end is the DELETE the leader issues at the lease's expiry, or the unlock), ZooKeeper's persistent watch on the lock path (`observe_zk.rs`: the lowest sequence owns it; its node's deletion ends it), a Postgres advisory lock's `pg_locks` polled on the routing db (a grant is a session holding it; a statement on that session renews it; its end is the session's), and Redis's keyspace notifications on the lock key (a grant is a `set` that names a new holder; `expire` by the same holder renews it; its end is `expired`, stamped at the key's own deadline by the server's clock, or `del`). Each change is stamped with the harness's wall clock as it arrives (Redis's expiry: the server's), recorded as the claim changes the checkers judge, and fed to the triggers.
 
 use chaos_history::ClaimChange;
 use chaos_workloads::lock::LockKind;
@@ -6,6 +6,9 @@ use chaos_workloads::lock::SQL_ADVISORY_OBSERVE;
 use std::collections::{BTreeMap, HashMap};
 use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant, SystemTime, UNIX_EPOCH};
+
+#[path = "observe_zk.rs"]
+mod zk;
 
 /// How often the advisory lock's holders are read (a grant is seen within this).
 const ADVISORY_POLL: Duration = Duration::from_millis(1);
@@ -103,7 +106,7 @@ impl Sink {
 impl Observer {
     /// Start observing the service (claims: nothing to do here, the routing db's own audit
     /// and NOTIFY are the record). `endpoint` is the service's own, unproxied address: the
-    /// routing db's admin URL, or every etcd member's `host:port`, comma-separated.
+    /// routing db's admin URL, or every etcd or ZooKeeper member's `host:port`, comma-separated.
     pub fn start(
         kind: LockKind,
         job: &str,
@@ -136,6 +139,11 @@ impl Observer {
             LockKind::Redis => Some(tokio::spawn(redis_watch(
                 sink,
                 endpoint.split(',').next().unwrap_or_default().to_string(),
+                key.to_string(),
+            ))),
+            LockKind::Zookeeper => Some(tokio::spawn(zk::zookeeper(
+                sink,
+                endpoint.to_string(),
                 key.to_string(),
             ))),
         };

@@ -213,6 +213,22 @@ impl Env {
                 Some(_) => {}
             }
         }
+        if lock == LockKind::Zookeeper {
+            if lock_urls.is_empty() {
+                return Err(BadInput(format!(
+                    "{LOCK_URLS_VAR} is not set: with {LOCK_VAR}=zookeeper set it to the members' host:port, e.g. 127.0.0.1:2181,127.0.0.1:2182"
+                )));
+            }
+            if let Some(bad) = lock_urls.iter().find(|u| {
+                u.contains("://")
+                    || u.rsplit_once(':')
+                        .is_none_or(|(_, p)| p.parse::<u16>().is_err())
+            }) {
+                return Err(BadInput(format!(
+                    "{LOCK_URLS_VAR} has {bad:?}: ZooKeeper's members are host:port, comma-separated, no scheme (e.g. 127.0.0.1:2181)"
+                )));
+            }
+        }
         let lock_key = get(LOCK_KEY_VAR)
             .map(|k| k.trim().to_string())
             .filter(|k| !k.is_empty())
@@ -221,6 +237,13 @@ impl Env {
             if let Some(url) = lock_urls.first() {
                 parse_pg_url(LOCK_URLS_VAR, url)?;
             }
+        }
+        if lock == LockKind::Zookeeper
+            && (!lock_key.starts_with('/') || lock_key.ends_with('/') || lock_key.contains("//"))
+        {
+            return Err(BadInput(format!(
+                "{LOCK_KEY_VAR} is {lock_key:?}: a ZooKeeper lock path is absolute with no trailing slash, e.g. /locks/job"
+            )));
         }
         if lock == LockKind::Advisory && lock_key.parse::<i64>().is_err() {
             return Err(BadInput(format!(

@@ -1,10 +1,11 @@
-//! The mover's end of the lock service `CHAOS_LOCK` names: the claim row (through the routing connection), an advisory lock's own session, an etcd client or a Redis connection. The calls the state machine makes on it are in `run/lock.rs`.
+//! The mover's end of the lock service `CHAOS_LOCK` names: the claim row (through the routing connection), an advisory lock's own session, an etcd client, a Redis connection or a ZooKeeper session. The calls the state machine makes on it are in `run/lock.rs`.
 
 use crate::lock::{advisory_options, LockKind};
 use crate::mover::config::{parse_pg_url, Settings};
 use crate::mover::db::Db;
 use crate::mover::etcd::EtcdLock;
 use crate::mover::redis::RedisLock;
+use crate::mover::zookeeper::ZkLock;
 
 /// The mover's end of the lock service.
 pub(crate) enum LockClient {
@@ -17,6 +18,7 @@ pub(crate) enum LockClient {
     },
     Etcd(EtcdLock),
     Redis(Box<RedisLock>),
+    Zookeeper(ZkLock),
 }
 
 impl LockClient {
@@ -50,6 +52,11 @@ impl LockClient {
                 env.lock_key.clone(),
                 s.routing_timeout,
             ))),
+            LockKind::Zookeeper => LockClient::Zookeeper(ZkLock::new(
+                env.lock_urls.clone(),
+                env.lock_key.clone(),
+                s.routing_timeout,
+            )),
         }
     }
 }

@@ -9,6 +9,7 @@ pub mod pacing;
 pub mod redis;
 pub mod run;
 pub mod stalls;
+pub mod zookeeper;
 
 pub use config::{
     switch_name, Args, BadInput, Election, Env, Fencing, OnLost, OnRenewFailure, Settings,

@@ -1,4 +1,4 @@
-//! The lease as the mover takes it from whichever lock service `CHAOS_LOCK` names: the claim row (routing.sql's functions), an advisory lock held by a session of its own, an etcd key under a lease, or a Redis key with an expiry. One set of calls for the state machine, each answering in the routing db's error terms.
+//! The lease as the mover takes it from whichever lock service `CHAOS_LOCK` names: the claim row (routing.sql's functions), an advisory lock held by a session of its own, an etcd key under a lease, a Redis key with an expiry, or a ZooKeeper lock node held by a session. One set of calls for the state machine, each answering in the routing db's error terms.
 
 use super::*;
 use crate::lock::{
@@ -14,6 +14,7 @@ impl Mover {
             LockClient::Advisory { session, .. } => session.connect().await,
             LockClient::Etcd(e) => e.connect().await,
             LockClient::Redis(r) => r.connect().await,
+            LockClient::Zookeeper(z) => z.connect(self.s.env.lease_ms).await,
         }
     }
 
@@ -23,6 +24,7 @@ impl Mover {
             LockClient::Advisory { session, .. } => session.display.clone(),
             LockClient::Etcd(e) => e.display(),
             LockClient::Redis(r) => r.display(),
+            LockClient::Zookeeper(z) => z.display(),
         }
     }
 
@@ -33,6 +35,7 @@ impl Mover {
             LockClient::Advisory { session, .. } => session.timeout = t,
             LockClient::Etcd(e) => e.timeout = t,
             LockClient::Redis(r) => r.timeout = t,
+            LockClient::Zookeeper(z) => z.timeout = t,
         }
     }
 
@@ -61,6 +64,13 @@ impl Mover {
                 .await?
                 .map(|g| (g.revision, g.lease_id))),
             LockClient::Redis(r) => Ok(r.acquire(&me, lease_ms).await?.map(|t| (t, 0))),
+            // A waiter waits on its predecessor's watch up to a poll, as the recipe does.
+            LockClient::Zookeeper(z) => {
+                let wait = Duration::from_millis(self.s.env.poll_ms);
+                Ok(z.acquire(&me, lease_ms, wait)
+                    .await?
+                    .map(|czxid| (czxid, 0)))
+            }
         }
     }
 
@@ -84,12 +94,14 @@ impl Mover {
             }
             LockClient::Etcd(e) => e.renew(me, grant.etcd()).await,
             LockClient::Redis(r) => r.renew(me, lease_ms as u64).await,
+            LockClient::Zookeeper(z) => z.renew(me, lease_ms as u64, grant.token).await,
         }
     }
 
     /// Who holds the lease now, and with which token, as far as the service says.
     pub(super) async fn lock_who(&mut self) -> (Option<String>, Option<i64>) {
         let job = self.s.env.job.clone();
+        let lease_ms = self.s.env.lease_ms;
         match &mut self.lock {
             LockClient::Claims => match self.routing.query(SQL_WHO, &[&job]).await {
                 Ok(rows) => match rows.first() {
@@ -109,6 +121,7 @@ impl Mover {
             }
             LockClient::Etcd(e) => e.who().await.unwrap_or((None, None)),
             LockClient::Redis(r) => r.who().await.unwrap_or((None, None)),
+            LockClient::Zookeeper(z) => z.who(lease_ms).await.unwrap_or((None, None)),
         }
     }
 
@@ -129,6 +142,7 @@ impl Mover {
             }
             LockClient::Etcd(e) => e.release(grant.etcd()).await,
             LockClient::Redis(r) => r.release(&me).await,
+            LockClient::Zookeeper(z) => z.release(self.s.env.lease_ms, grant.token).await,
         }
     }
 }
