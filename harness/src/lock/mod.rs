@@ -1,8 +1,11 @@
 //! The lock service as a part of the testbed (DESIGN section 11), in one home: the scenario's `[lock]` section, the server the service needs (`etcd.rs`, `redis.rs`, `zookeeper.rs`; the claim row and advisory locks live in the routing db), the protocol's `CHAOS_LOCK*` variables each box gets, and the observer that reads grants from the service itself (`observe.rs`) into the record the checkers judge.
 //!
-//! Adding a service: its `LockKind` (workloads/src/lock.rs, with the calls a mover makes),
-//! its arm in `LockSection::check`, `box_env`, `LockServer::plan` (and `launch`) and `Observer::start`,
-//! and the reference mover's client (workloads/src/mover/run/lock.rs).
+//! Adding a service (Redis and ZooKeeper were added this way): its `LockKind`
+//! (workloads/src/lock.rs, with the calls a mover makes); its server in a file here (`redis.rs`)
+//! and, for the docker backend, in `backend/docker/`; its observer in `observe_<service>.rs`;
+//! its arms in `LockSection::check`, `box_env`, the `LockServer` matches below and
+//! `Observer::start`; the reference mover's client (workloads/src/mover/<service>.rs, its arms in
+//! `lock_client.rs` and `run/lock.rs`); a stock-recipe mover in workloads/examples/.
 
 mod etcd;
 mod observe;
