@@ -69,13 +69,13 @@ impl Nodes {
     }
 }
 
-/// Record what `settle` says, stamped with the harness's wall clock at arrival.
-async fn record(sink: &Sink, nodes: &mut Nodes) {
-    let now = wall_ns();
+/// Record what `settle` says, stamped `at_ns`.
+async fn record_at(sink: &Sink, nodes: &mut Nodes, at_ns: i64) {
     for (n, held, order) in nodes.settle() {
-        sink.change(&n.holder, n.czxid, held, now, order).await;
+        sink.change(&n.holder, n.czxid, held, at_ns, order).await;
     }
 }
+
 
 /// Read the path's children again (at the start and after every reconnection, when events may
 /// have been lost: ZOOKEEPER-4698): new nodes read, gone ones dropped.
@@ -108,6 +108,9 @@ async fn resync(c: &zk::Client, path: &str, nodes: &mut Nodes) -> Result<(), zk:
 pub(super) async fn zookeeper(sink: Sink, endpoints: String, path: String) {
     let mut nodes = Nodes::default();
     let mut first = true;
+    // When the last change was stamped: a stamp never goes back before it.
+    let mut last_ns = 0i64;
+    let mut arrived;
     loop {
         let connecting = zk::Client::connector()
             .with_session_timeout(SESSION)
@@ -136,7 +139,8 @@ pub(super) async fn zookeeper(sink: Sink, endpoints: String, path: String) {
         if resync(&client, &path, &mut nodes).await.is_err() {
             continue;
         }
-        record(&sink, &mut nodes).await;
+        last_ns = wall_ns().max(last_ns);
+        record_at(&sink, &mut nodes, last_ns).await;
         sink.ready.send_replace(true);
         // The first session has lost nothing; a later one may have.
         let connected = std::time::Instant::now();
@@ -152,10 +156,16 @@ pub(super) async fn zookeeper(sink: Sink, endpoints: String, path: String) {
                 false => Duration::MAX,
             };
             let ev = match tokio::time::timeout(wait, watcher.changed()).await {
-                Ok(ev) => ev,
+                Ok(ev) => {
+                    // Stamped as it arrives, before the read it may need: a holder's first
+                    // write follows its grant by one round trip, and so would the read.
+                    arrived = wall_ns().max(last_ns);
+                    ev
+                }
                 Err(_) => {
                     if resync(&client, &path, &mut nodes).await.is_ok() {
-                        record(&sink, &mut nodes).await;
+                        last_ns = wall_ns().max(last_ns);
+                        record_at(&sink, &mut nodes, last_ns).await;
                     }
                     continue;
                 }
@@ -183,6 +193,10 @@ pub(super) async fn zookeeper(sink: Sink, endpoints: String, path: String) {
                     // could have used it.
                     if let Ok((data, stat)) = client.get_data(&ev.path).await {
                         nodes.insert(name, stat.czxid, &data);
+                        // The ensemble's own creation time (ms, its clock) when it is earlier:
+                        // a node lowest at its creation owns the lock from then. Never before
+                        // a change already recorded.
+                        arrived = arrived.min(stat.ctime.saturating_mul(1_000_000)).max(last_ns);
                     }
                 }
                 zk::EventType::NodeDataChanged => {
@@ -201,7 +215,8 @@ pub(super) async fn zookeeper(sink: Sink, endpoints: String, path: String) {
                 }
                 _ => continue,
             }
-            record(&sink, &mut nodes).await;
+            record_at(&sink, &mut nodes, arrived).await;
+            last_ns = arrived;
         }
     }
 }
