@@ -93,7 +93,10 @@ fn bad_env_names_the_variable_in_one_line() {
             ],
             "redis://host:port",
         ),
-        (vec![("CHAOS_LOCK", "memcached")], "etcd, redis or zookeeper"),
+        (
+            vec![("CHAOS_LOCK", "memcached")],
+            "etcd, redis or zookeeper",
+        ),
     ] {
         let err = env(&extra).unwrap_err();
         assert!(err.contains(needle), "{err:?} should contain {needle:?}");

@@ -76,7 +76,6 @@ async fn record_at(sink: &Sink, nodes: &mut Nodes, at_ns: i64) {
     }
 }
 
-
 /// Read the path's children again (at the start and after every reconnection, when events may
 /// have been lost: ZOOKEEPER-4698): new nodes read, gone ones dropped.
 async fn resync(c: &zk::Client, path: &str, nodes: &mut Nodes) -> Result<(), zk::Error> {
@@ -196,7 +195,9 @@ pub(super) async fn zookeeper(sink: Sink, endpoints: String, path: String) {
                         // The ensemble's own creation time (ms, its clock) when it is earlier:
                         // a node lowest at its creation owns the lock from then. Never before
                         // a change already recorded.
-                        arrived = arrived.min(stat.ctime.saturating_mul(1_000_000)).max(last_ns);
+                        arrived = arrived
+                            .min(stat.ctime.saturating_mul(1_000_000))
+                            .max(last_ns);
                     }
                 }
                 zk::EventType::NodeDataChanged => {
