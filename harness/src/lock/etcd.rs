@@ -8,6 +8,7 @@
 //! `lock-1->lock-2` listens on 127.1.2.1:P and forwards to lock-2's peer listener on
 //! 127.0.0.1:P, so cutting it cuts what lock-1 sends lock-2 and nothing else.
 
+use super::member::{self, stop_now};
 use crate::procs;
 use std::os::unix::ffi::OsStrExt;
 use std::path::{Path, PathBuf};
@@ -69,10 +70,6 @@ impl Member {
             true => format!("http://{}:{}", self.name(), self.peer_port),
             false => format!("http://127.0.0.1:{}", self.peer_port),
         }
-    }
-
-    fn pid(&self) -> Option<i32> {
-        self.child.as_ref().and_then(|c| c.id()).map(|p| p as i32)
     }
 }
 
@@ -277,18 +274,7 @@ impl EtcdServer {
         mode: crate::pg::StopMode,
     ) -> anyhow::Result<()> {
         let i = self.index(node)?;
-        let Some(mut child) = self.members[i].child.take() else {
-            anyhow::bail!("{node} is not running");
-        };
-        let sig = match mode {
-            crate::pg::StopMode::Fast => libc::SIGTERM,
-            crate::pg::StopMode::Immediate => libc::SIGKILL,
-        };
-        if let Some(pid) = child.id() {
-            let pid = pid as i32;
-            tokio::task::spawn_blocking(move || stop_now(pid, sig)).await?;
-        }
-        let _ = child.wait().await;
+        member::stop(node, &mut self.members[i].child, mode).await?;
         self.members[i].paused = false;
         Ok(())
     }
@@ -310,13 +296,7 @@ impl EtcdServer {
     /// The nemesis's pause (SIGSTOP) or resume (SIGCONT) of `node`.
     pub fn pause_member(&mut self, node: &str, pause: bool) -> anyhow::Result<()> {
         let i = self.index(node)?;
-        let Some(pid) = self.members[i].pid() else {
-            anyhow::bail!("{node} is not running");
-        };
-        let sig = if pause { libc::SIGSTOP } else { libc::SIGCONT };
-        if unsafe { libc::kill(pid, sig) } != 0 {
-            anyhow::bail!("signal {node}: {}", std::io::Error::last_os_error());
-        }
+        member::pause(node, &self.members[i].child, pause)?;
         self.members[i].paused = pause;
         Ok(())
     }
@@ -522,12 +502,6 @@ impl Drop for EtcdServer {
         }
         self.remove_data();
     }
-}
-
-/// `sig`, and SIGCONT so a paused member acts on it; SIGKILL after 3 s.
-fn stop_now(pid: i32, sig: i32) {
-    unsafe { libc::kill(pid, libc::SIGCONT) };
-    procs::stop_now(pid, sig);
 }
 
 /// One status call: (raft term, the leader it names or 0, its own id); None when it does not

@@ -8,6 +8,7 @@
 //! `lock_client.rs` and `run/lock.rs`); a stock-recipe mover in workloads/examples/.
 
 mod etcd;
+mod member;
 mod observe;
 mod redis;
 mod zookeeper;

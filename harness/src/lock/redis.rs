@@ -1,5 +1,6 @@
 //! Redis as the lock service's server: Debian's `redis-server` (7.0) run as one local process on 127.0.0.1 and a free port, as the unprivileged user when the harness is root, with keyspace notifications on and no persistence, its directory under the run's data directory and its log in the run's `logs/`; stopped (and its directory removed) on every path.
 
+use super::member::{self, stop_now};
 use crate::procs;
 use std::path::{Path, PathBuf};
 use std::process::Stdio;
@@ -166,18 +167,7 @@ impl RedisServer {
     /// The nemesis's stop: SIGTERM (`Fast`) or SIGKILL (`Immediate`, a crash, and a `kill`).
     /// Without persistence the server forgets the lock either way.
     pub async fn stop_member(&mut self, mode: crate::pg::StopMode) -> anyhow::Result<()> {
-        let Some(mut child) = self.child.take() else {
-            anyhow::bail!("lock is not running");
-        };
-        let sig = match mode {
-            crate::pg::StopMode::Fast => libc::SIGTERM,
-            crate::pg::StopMode::Immediate => libc::SIGKILL,
-        };
-        if let Some(pid) = child.id() {
-            let pid = pid as i32;
-            tokio::task::spawn_blocking(move || stop_now(pid, sig)).await?;
-        }
-        let _ = child.wait().await;
+        member::stop("lock", &mut self.child, mode).await?;
         self.paused = false;
         Ok(())
     }
@@ -196,13 +186,7 @@ impl RedisServer {
 
     /// The nemesis's pause (SIGSTOP) or resume (SIGCONT).
     pub fn pause_member(&mut self, pause: bool) -> anyhow::Result<()> {
-        let Some(pid) = self.child.as_ref().and_then(|c| c.id()) else {
-            anyhow::bail!("lock is not running");
-        };
-        let sig = if pause { libc::SIGSTOP } else { libc::SIGCONT };
-        if unsafe { libc::kill(pid as i32, sig) } != 0 {
-            anyhow::bail!("signal lock: {}", std::io::Error::last_os_error());
-        }
+        member::pause("lock", &self.child, pause)?;
         self.paused = pause;
         Ok(())
     }
@@ -242,12 +226,6 @@ impl Drop for RedisServer {
         }
         self.remove_data();
     }
-}
-
-/// `sig`, and SIGCONT so a paused server acts on it; SIGKILL after 3 s.
-fn stop_now(pid: i32, sig: i32) {
-    unsafe { libc::kill(pid, libc::SIGCONT) };
-    procs::stop_now(pid, sig);
 }
 
 /// Whether the server at `addr` answers PING within 200 ms.

@@ -3,6 +3,7 @@
 //! The JVM is started small and quick: class data sharing, a 128 MiB heap, the C1 compiler only,
 //! the serial collector, no perf data file (measured: about 0.6 s to a `srvr` answer on 2 cores).
 
+use super::member::{self, stop_now};
 use crate::procs;
 use std::path::{Path, PathBuf};
 use std::process::Stdio;
@@ -229,18 +230,7 @@ impl ZkServer {
         mode: crate::pg::StopMode,
     ) -> anyhow::Result<()> {
         let i = self.index(node)?;
-        let Some(mut child) = self.members[i].child.take() else {
-            anyhow::bail!("{node} is not running");
-        };
-        let sig = match mode {
-            crate::pg::StopMode::Fast => libc::SIGTERM,
-            crate::pg::StopMode::Immediate => libc::SIGKILL,
-        };
-        if let Some(pid) = child.id() {
-            let pid = pid as i32;
-            tokio::task::spawn_blocking(move || stop_now(pid, sig)).await?;
-        }
-        let _ = child.wait().await;
+        member::stop(node, &mut self.members[i].child, mode).await?;
         self.members[i].paused = false;
         Ok(())
     }
@@ -261,13 +251,7 @@ impl ZkServer {
     /// The nemesis's pause (SIGSTOP) or resume (SIGCONT) of `node`.
     pub fn pause_member(&mut self, node: &str, pause: bool) -> anyhow::Result<()> {
         let i = self.index(node)?;
-        let Some(pid) = self.members[i].child.as_ref().and_then(|c| c.id()) else {
-            anyhow::bail!("{node} is not running");
-        };
-        let sig = if pause { libc::SIGSTOP } else { libc::SIGCONT };
-        if unsafe { libc::kill(pid as i32, sig) } != 0 {
-            anyhow::bail!("signal {node}: {}", std::io::Error::last_os_error());
-        }
+        member::pause(node, &self.members[i].child, pause)?;
         self.members[i].paused = pause;
         Ok(())
     }
@@ -390,12 +374,6 @@ impl Drop for ZkServer {
         }
         self.remove_data();
     }
-}
-
-/// `sig`, and SIGCONT so a paused member acts on it; SIGKILL after 3 s.
-fn stop_now(pid: i32, sig: i32) {
-    unsafe { libc::kill(pid, libc::SIGCONT) };
-    procs::stop_now(pid, sig);
 }
 
 /// The `Mode:` a member's `srvr` answer names (`standalone`, `leader`, `follower`); None when
