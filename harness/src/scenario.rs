@@ -4,6 +4,7 @@ pub use crate::program::{Ready, Restart};
 use chaos_history::ScenarioClock;
 pub use chaos_history::System;
 use chaos_nemesis::{Fault, FaultKind, RandomProfile, Topology};
+use chaos_workloads::lock::LockKind;
 pub use chaos_workloads::mover::{Election, Fencing, OnLost, OnRenewFailure};
 use serde::{Deserialize, Serialize};
 use std::path::{Path, PathBuf};
@@ -245,8 +246,22 @@ pub struct FaultEntry {
     pub for_s: Option<f64>,
     #[serde(default)]
     pub note: Option<String>,
+    /// The fault lands only when the lock service is one of these (default: any).
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub lock: Vec<LockKind>,
+    /// The fault lands unless the lock service is one of these.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub unless_lock: Vec<LockKind>,
     #[serde(flatten)]
     pub kind: FaultKind,
+}
+
+impl FaultEntry {
+    /// Whether the fault lands when `service` holds the lease (its `lock`, `unless_lock`).
+    pub fn lands_on(&self, service: LockKind) -> bool {
+        (self.lock.is_empty() || self.lock.contains(&service))
+            && !self.unless_lock.contains(&service)
+    }
 }
 
 #[derive(Debug, Clone, Default, Serialize, Deserialize)]
@@ -368,6 +383,8 @@ fn fault_entry(f: &Fault) -> FaultEntry {
         until: None,
         for_s: f.duration_ms.map(|d| d as f64 / 1000.0),
         note: f.note.clone(),
+        lock: vec![],
+        unless_lock: vec![],
         kind: f.kind.clone(),
     }
 }
@@ -453,6 +470,8 @@ pub fn validate(
         path: path.display().to_string(),
     };
     let mut file = file;
+    let service = file.lock.service;
+    file.faults.retain(|f| f.lands_on(service));
     for (i, f) in file.faults.iter_mut().enumerate() {
         crate::lock::alias_routing(&file.lock, &mut f.kind)
             .map_err(|m| v.field(&format!("fault[{i}]"), m))?;
@@ -766,13 +785,4 @@ pub fn parse_date(text: &str) -> Option<i64> {
 }
 
 #[cfg(test)]
-mod tests {
-    use super::*;
-
-    #[test]
-    fn dates_are_utc_midnights() {
-        assert_eq!(parse_date("1970-01-01"), Some(0));
-        assert_eq!(parse_date("2026-04-13"), Some(1_776_038_400_000));
-        assert_eq!(parse_date("2026-13-01"), None);
-    }
-}
+mod tests;

@@ -85,6 +85,10 @@ pub struct StoryFold {
     designs: DesignsWork,
     /// What `done` finished: the mover's plan, or a design's job.
     job_word: &'static str,
+    /// What a box holds (`the claim`, or `the lock` of a lock service) and what it renews
+    /// through (`the routing db`, `etcd`).
+    held: &'static str,
+    renews_at: &'static str,
 }
 
 /// What the story remembers of the designs' work: who sent each payment first, and the
@@ -113,6 +117,16 @@ impl StoryFold {
             job_word: match meta.system {
                 chaos_history::System::Mover => "plan",
                 _ => "job",
+            },
+            held: match meta.mover.get("lock").map(String::as_str) {
+                None | Some("claims") => "the claim",
+                Some(_) => "the lock",
+            },
+            renews_at: match meta.mover.get("lock").map(String::as_str) {
+                Some("etcd") => "etcd",
+                Some("redis") => "Redis",
+                Some("zookeeper") => "ZooKeeper",
+                _ => "the routing db",
             },
         }
     }
@@ -172,12 +186,15 @@ impl StoryFold {
         match (e.op.kind, &*e.op.f) {
             (OpType::Ok, "acquire") => {
                 self.acquired.insert(p.into(), t);
-                self.tell(t, format!("{p} takes the claim (token {})", e.s("token")))
+                self.tell(
+                    t,
+                    format!("{p} takes {} (token {})", self.held, e.s("token")),
+                )
             }
             (OpType::Ok, "fence") if e.s("why").is_empty() => self.grant_time_fence(e),
             (OpType::Info, "lost") => self.tell(
                 t,
-                format!("{p} learns it lost the claim (token {})", e.s("token")),
+                format!("{p} learns it lost {} (token {})", self.held, e.s("token")),
             ),
             (OpType::Ok, "done") => {
                 let job = self.job_word;
@@ -202,8 +219,9 @@ impl StoryFold {
             self.tell(
                 t,
                 format!(
-                    "{p} fences its shards {:.1} s after taking the claim ({}% of its {} s lease): a fence waits for any write still open on its shard",
+                    "{p} fences its shards {:.1} s after taking {} ({}% of its {} s lease): a fence waits for any write still open on its shard",
                     took as f64 / 1000.0,
+                    self.held,
                     took.saturating_mul(100) / lease,
                     lease as f64 / 1000.0
                 ),
@@ -229,13 +247,15 @@ impl StoryFold {
                     }
                     let began = self.renew_sent.get(p).copied().unwrap_or(t).min(t);
                     let copied = self.copies.get(p).copied().unwrap_or(0);
-                    self.tell(began, format!("{p} finishes turbine {copied} and cannot reach the routing db to renew; retrying"));
+                    let at = self.renews_at;
+                    self.tell(began, format!("{p} finishes turbine {copied} and cannot reach {at} to renew; retrying"));
                 }
             }
             (OpType::Fail, "lost") => self.tell(
                 t,
                 format!(
-                    "{p}: renewal shows the claim is lost (holder {})",
+                    "{p}: renewal shows {} is lost (holder {})",
+                    self.held,
                     or_unknown(&e.s("holder"))
                 ),
             ),
