@@ -29,7 +29,11 @@ impl PeerNets {
         let proxy = docker_name(run_id, "proxy");
         let mut names = Vec::new();
         for n in 1..=count {
-            let name = docker_name(run_id, &format!("lock-{n}-net"));
+            // Named to sort after the run's network (`chaos-<run>-net`): the engine takes a
+            // container's gateway, and programs its published ports, on the first network by
+            // name; a network sorting first moved the proxy's ports when connected, and once
+            // their re-binding lost a port to another process.
+            let name = docker_name(run_id, &format!("net-lock-{n}"));
             let create = NetworkCreateRequest {
                 name: name.clone(),
                 driver: Some("bridge".into()),
