@@ -1,4 +1,4 @@
-//! The docker backend end to end: April (lease only, then fenced), gc-pause and the generated schedule (their link triggers read through the proxy container) in containers, with the process backend's verdicts, the GC pause with the lease in etcd and in Redis in containers, and `chaos down --all` after a harness killed mid-run.
+//! The docker backend end to end: April (lease only, then fenced), gc-pause and the generated schedule (their link triggers read through the proxy container) in containers, with the process backend's verdicts, the GC pause with the lease in etcd and in Redis in containers, a pause and a kill of the lock's server in its container, etcd-leader on three etcd members in containers, and `chaos down --all` after a harness killed mid-run.
 //!
 //! Needs a Docker engine; where none answers, each test prints one SKIP line and returns (the only
 //! skip). Images are built first when missing (scripts/build-images: about 4 minutes the first
