@@ -1,4 +1,4 @@
-//! The docker backend end to end: April (lease only, then fenced), gc-pause and the generated schedule (their link triggers read through the proxy container) in containers, with the process backend's verdicts, the GC pause with the lease in etcd and in Redis in containers, and `chaos down --all` after a harness killed mid-run.
+//! The docker backend end to end: April (lease only, then fenced), gc-pause and the generated schedule (their link triggers read through the proxy container) in containers, with the process backend's verdicts, the GC pause with the lease in etcd and in Redis in containers, a pause and a kill of the lock's server in its container, etcd-leader on three etcd members in containers, and `chaos down --all` after a harness killed mid-run.
 //!
 //! Needs a Docker engine; where none answers, each test prints one SKIP line and returns (the only
 //! skip). Images are built first when missing (scripts/build-images: about 4 minutes the first
@@ -163,8 +163,13 @@ fn on_docker(scenario: &str, extra: &[&str], expect: &str) -> Option<(Outcome, S
             "the run left {kind:?} behind: {left}"
         );
     }
-    let dir = std::fs::read_dir(results.join(scenario))
-        .unwrap_or_else(|e| panic!("a results/{scenario} folder: {e}"))
+    // A scenario given by its path is stored under its name, the file's stem here.
+    let name = Path::new(scenario)
+        .file_stem()
+        .and_then(|s| s.to_str())
+        .unwrap_or(scenario);
+    let dir = std::fs::read_dir(results.join(name))
+        .unwrap_or_else(|e| panic!("a results/{name} folder: {e}"))
         .flatten()
         .map(|e| e.path())
         .max()
@@ -303,6 +308,158 @@ fn gc_pause_on_etcd_in_a_container_lease_only_is_invalid() {
         "the paused holder's tidy-up destroys data: {}",
         o.summary()
     );
+}
+
+/// gc-pause (its pause triggered at the holder's 7th shard write) with the lease in etcd in a
+/// container: lease only invalid (rows lost), fenced by the key's revision valid (the stale
+/// write refused), as on the process backend.
+#[test]
+fn gc_pause_on_etcd_in_a_container_gives_the_process_backend_s_verdicts() {
+    let _one = ONE_AT_A_TIME.lock().unwrap_or_else(|e| e.into_inner());
+    let Some((o, _)) = on_docker("gc-pause", &["--lock", "etcd"], "invalid") else {
+        return;
+    };
+    println!("{}", o.summary());
+    assert_eq!(o.code, Some(0), "verdict: {}", o.verdict);
+    assert!(o.classes().iter().any(|c| c == "stale-token-write"));
+    assert!(o.stats["rows_lost"].as_u64().unwrap_or(0) > 0);
+    let Some((o, _)) = on_docker("gc-pause", &["--lock", "etcd", "--fencing", "on"], "valid")
+    else {
+        return;
+    };
+    println!("{}", o.summary());
+    assert_eq!(o.code, Some(0), "verdict: {}", o.verdict);
+    assert_eq!(o.stats["rows_lost"].as_u64(), Some(0));
+    assert!(o.classes().iter().any(|c| c == "stale-write-refused"));
+}
+
+/// A short scenario that pauses `lock` for 10 s, then kills it and starts it again 10 s later.
+const LOCK_FAULTS: &str = r#"
+name = "lock-faults"
+description = "the lock service's server paused, then killed and started again"
+start = "12:00:00"
+end = "12:01:40"
+date = "2026-04-13"
+time_scale_ms = 100
+seed = 7
+
+[cluster]
+shards = 3
+boxes = 4
+
+[data]
+turbines = 30
+seeded_turbines = 20
+rows_per_turbine = 985
+old_divisor = 2
+new_divisor = 3
+ingest_every_s = 2
+
+[lease]
+job = "rebalance-gc"
+lease_s = 10
+poll_s = 2
+copy_s = 5
+first_token = 7
+batches = 10
+
+[mover]
+fencing = "on"
+on_renew_failure = "stop"
+on_lost = "tidy-up"
+election = "lease"
+
+[[fault]]
+at = "12:00:30"
+for_s = 10
+kind = "pause"
+target = "lock"
+
+[[fault]]
+at = "12:01:00"
+for_s = 10
+kind = "kill"
+target = "lock"
+"#;
+
+/// The nemesis's operation `f` on `target` that completed (`ok`), from the history.
+fn landed(history: &str, f: &str, target: &str) -> serde_json::Value {
+    ops(history, f)
+        .into_iter()
+        .find(|o| o["process"] == "nemesis" && o["type"] == "ok" && o["value"]["target"] == target)
+        .unwrap_or_else(|| panic!("no {f} of {target} landed"))
+}
+
+/// A pause of `lock` on docker is a SIGSTOP of the server's own process (not of its
+/// container's supervisor, nor the engine's freezer), and lands within the nemesis's 2 ms; its
+/// resume lands; a kill (SIGKILL of the server through the supervisor) and the restart after
+/// it land too; for etcd and for Redis.
+#[test]
+fn a_pause_and_a_kill_of_lock_land_on_its_server_in_the_container() {
+    let _one = ONE_AT_A_TIME.lock().unwrap_or_else(|e| e.into_inner());
+    let dir = tempdir("lock-faults");
+    let path = dir.join("lock-faults.toml");
+    std::fs::write(&path, LOCK_FAULTS).expect("write the scenario");
+    for service in ["etcd", "redis"] {
+        let Some((o, _)) = on_docker(&path.display().to_string(), &["--lock", service], "valid")
+        else {
+            return;
+        };
+        println!("{service}: {}", o.summary());
+        assert!(
+            matches!(o.code, Some(0) | Some(1)),
+            "{service}: a judged run: {}",
+            o.verdict
+        );
+        let pause = landed(&o.history, "pause", "lock");
+        assert_eq!(pause["value"]["how"], "SIGSTOP", "{service}: {pause}");
+        let lag = pause["value"]["lag_real_us"].as_i64().unwrap_or(i64::MAX);
+        assert!(
+            lag.abs() <= 2000,
+            "{service}: the pause landed {lag} µs late: {pause}"
+        );
+        landed(&o.history, "resume", "lock");
+        let kill = landed(&o.history, "kill", "lock");
+        println!("{service}: pause {pause}\n{service}: kill {kill}");
+        let restart = landed(&o.history, "start-mover", "lock");
+        assert!(
+            restart["value"]["start_real_ms"].as_u64().is_some(),
+            "{service}: the killed server started again: {restart}"
+        );
+    }
+}
+
+/// The seed's sharp edge for etcd on three members in containers (`scenarios/etcd-leader.toml`):
+/// each member on a network of its own, its peer traffic through the proxy container one link
+/// per direction; whichever member leads is paused with the holder. Lease only loses rows,
+/// fenced is valid, the role lock-leader was named a member, and every container and network
+/// of the run (the members' networks too) is gone after.
+#[test]
+fn etcd_leader_on_three_members_in_containers() {
+    let _one = ONE_AT_A_TIME.lock().unwrap_or_else(|e| e.into_inner());
+    for (extra, expect) in [(&[][..], "invalid"), (&["--fencing", "on"][..], "valid")] {
+        let Some((o, text)) = on_docker("etcd-leader", extra, expect) else {
+            return;
+        };
+        println!("{}", o.summary());
+        assert!(
+            text.contains("3 members lock-1, lock-2, lock-3"),
+            "{}",
+            tail(&text, 40)
+        );
+        assert_eq!(o.code, Some(0), "verdict: {}", o.verdict);
+        let pause = ops(&o.history, "pause")
+            .into_iter()
+            .find(|p| p["type"] == "ok" && p["value"]["role"] == "lock-leader")
+            .expect("the pause of lock-leader landed");
+        let target = pause["value"]["target"].as_str().unwrap_or("");
+        assert!(["lock-1", "lock-2", "lock-3"].contains(&target), "{pause}");
+        assert_eq!(pause["value"]["leader"].as_str(), Some(target), "{pause}");
+        match expect {
+            "invalid" => assert!(o.stats["rows_lost"].as_u64().unwrap_or(0) > 0),
+            _ => assert_eq!(o.stats["rows_lost"].as_u64(), Some(0)),
+        }
+    }
 }
 
 #[test]

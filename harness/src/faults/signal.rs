@@ -119,10 +119,12 @@ async fn lock_member(
     let mut lock = lock.lock().await;
     match (&op.kind, op.heal) {
         (FaultKind::Pause { .. }, heal) => {
-            lock.pause_member(target, !heal)
+            let how = lock
+                .pause_member(target, !heal)
+                .await
                 .map_err(|e| e.to_string())?;
             Ok(Applied::now(match heal {
-                false => json!({ "how": "SIGSTOP" }),
+                false => json!({ "how": how }),
                 true => Value::Null,
             }))
         }

@@ -248,12 +248,9 @@ impl LockServer {
             (LockKind::Etcd, BackendKind::Process) => {
                 LockServer::Etcd(EtcdServer::plan(run_id, log_dir, &section.member_names()).await?)
             }
-            (LockKind::Etcd, BackendKind::Docker) if section.members != 1 => anyhow::bail!(
-                "--lock-members {}: a three-member etcd runs on the process backend only for now (its peer links need a mount namespace per member): drop --backend docker or use one member",
-                section.members
-            ),
             (LockKind::Etcd, BackendKind::Docker) => LockServer::EtcdDocker(
-                crate::backend::docker::DockerEtcd::start(run_id, log_dir).await?,
+                crate::backend::docker::DockerEtcd::plan(run_id, log_dir, &section.member_names())
+                    .await?,
             ),
             (LockKind::Redis, BackendKind::Process) => {
                 LockServer::Redis(RedisServer::plan(run_id, log_dir).await?)
@@ -273,10 +270,9 @@ impl LockServer {
     /// Start every member and wait for them (and a leader).
     pub async fn launch(&mut self) -> anyhow::Result<()> {
         match self {
-            LockServer::RoutingDb | LockServer::EtcdDocker(_) | LockServer::RedisDocker(_) => {
-                Ok(())
-            }
+            LockServer::RoutingDb | LockServer::RedisDocker(_) => Ok(()),
             LockServer::Etcd(e) => e.launch().await,
+            LockServer::EtcdDocker(e) => e.launch().await,
             LockServer::Redis(r) => r.launch().await,
             LockServer::Zk(z) => z.launch().await,
         }
@@ -291,7 +287,7 @@ impl LockServer {
                 .into_iter()
                 .find(|(n, _)| n == node)
                 .map(|(_, a)| a),
-            LockServer::EtcdDocker(e) => (node == LOCK_NODE).then(|| e.upstream()),
+            LockServer::EtcdDocker(e) => e.upstream(node),
             LockServer::Redis(r) => (node == LOCK_NODE).then(|| r.addr()),
             LockServer::RedisDocker(r) => (node == LOCK_NODE).then(|| r.upstream()),
             LockServer::Zk(z) => z
@@ -314,7 +310,7 @@ impl LockServer {
                     .collect::<Vec<_>>()
                     .join(","),
             ),
-            LockServer::EtcdDocker(e) => Some(e.observe_addr()),
+            LockServer::EtcdDocker(e) => Some(e.observe_addrs()),
             LockServer::Redis(r) => Some(r.addr()),
             LockServer::RedisDocker(r) => Some(r.observe_addr()),
             LockServer::Zk(z) => Some(
@@ -331,11 +327,11 @@ impl LockServer {
     pub fn peer_links(&self) -> Vec<(String, String, String)> {
         match self {
             LockServer::RoutingDb
-            | LockServer::EtcdDocker(_)
             | LockServer::Redis(_)
             | LockServer::RedisDocker(_)
             | LockServer::Zk(_) => vec![],
             LockServer::Etcd(e) => e.peer_links(),
+            LockServer::EtcdDocker(e) => e.peer_links(),
         }
     }
 
@@ -366,13 +362,9 @@ impl LockServer {
         match self {
             LockServer::RoutingDb => anyhow::bail!("the lock lives in the routing db"),
             LockServer::Etcd(e) => Ok(e),
-            LockServer::EtcdDocker(_) => anyhow::bail!(
-                "a pause or kill of the etcd member in its container is not built yet (stop and crash are): use the process backend"
-            ),
-            LockServer::Redis(_) => anyhow::bail!("the lock service is Redis, not etcd"),
-            LockServer::RedisDocker(_) => anyhow::bail!(
-                "a pause or kill of the Redis server in its container is not built yet (stop and crash are): use the process backend"
-            ),
+            LockServer::EtcdDocker(_) | LockServer::RedisDocker(_) | LockServer::Redis(_) => {
+                anyhow::bail!("not an etcd member as a local process")
+            }
             LockServer::Zk(_) => anyhow::bail!("not an etcd member"),
         }
     }
@@ -382,9 +374,8 @@ impl LockServer {
         match self {
             LockServer::RoutingDb => false,
             LockServer::Etcd(e) => e.has(node),
-            LockServer::EtcdDocker(_) | LockServer::Redis(_) | LockServer::RedisDocker(_) => {
-                node == LOCK_NODE
-            }
+            LockServer::EtcdDocker(e) => e.has(node),
+            LockServer::Redis(_) | LockServer::RedisDocker(_) => node == LOCK_NODE,
             LockServer::Zk(z) => z.has(node),
         }
     }
@@ -396,7 +387,7 @@ impl LockServer {
         mode: crate::pg::StopMode,
     ) -> anyhow::Result<()> {
         if let LockServer::EtcdDocker(e) = self {
-            return e.stop_member(mode).await;
+            return e.stop_member(node, mode).await;
         }
         if let LockServer::Redis(r) = self {
             return r.stop_member(mode).await;
@@ -413,7 +404,7 @@ impl LockServer {
     /// A nemesis start of member `node`; how long until it answered.
     pub async fn start_member(&mut self, node: &str) -> anyhow::Result<std::time::Duration> {
         if let LockServer::EtcdDocker(e) = self {
-            return e.start_member().await;
+            return e.start_member(node).await;
         }
         if let LockServer::Redis(r) = self {
             return r.start_member().await;
@@ -427,25 +418,28 @@ impl LockServer {
         self.etcd()?.start_member(node).await
     }
 
-    /// A nemesis pause (SIGSTOP) or resume (SIGCONT) of member `node`.
-    pub fn pause_member(&mut self, node: &str, pause: bool) -> anyhow::Result<()> {
-        if let LockServer::Redis(r) = self {
-            return r.pause_member(pause);
+    /// A nemesis pause (SIGSTOP) or resume (SIGCONT) of member `node`'s server process (in a
+    /// container: the server under the supervisor, or the container frozen when the engine is
+    /// not on this host); how it was paused.
+    pub async fn pause_member(&mut self, node: &str, pause: bool) -> anyhow::Result<&'static str> {
+        match self {
+            LockServer::EtcdDocker(e) => return e.pause_member(node, pause).await,
+            LockServer::RedisDocker(r) => return r.pause_member(pause).await,
+            LockServer::Redis(r) => r.pause_member(pause)?,
+            LockServer::Zk(z) => z.pause_member(node, pause)?,
+            _ => self.etcd()?.pause_member(node, pause)?,
         }
-        if let LockServer::Zk(z) = self {
-            return z.pause_member(node, pause);
-        }
-        self.etcd()?.pause_member(node, pause)
+        Ok("SIGSTOP")
     }
 
     /// Which member leads now, and every member's etcd id, for the record.
     pub async fn leader(&self) -> (Option<String>, Vec<(String, u64)>) {
         match self {
-            LockServer::RoutingDb
-            | LockServer::EtcdDocker(_)
-            | LockServer::Redis(_)
-            | LockServer::RedisDocker(_) => (None, vec![]),
+            LockServer::RoutingDb | LockServer::Redis(_) | LockServer::RedisDocker(_) => {
+                (None, vec![])
+            }
             LockServer::Etcd(e) => (e.leader().await, e.ids()),
+            LockServer::EtcdDocker(e) => (e.leader().await, e.ids()),
             LockServer::Zk(z) => (z.leader().await, vec![]),
         }
     }
@@ -454,21 +448,20 @@ impl LockServer {
     pub async fn views(&self) -> Vec<(String, Option<String>, u64)> {
         match self {
             LockServer::RoutingDb
-            | LockServer::EtcdDocker(_)
             | LockServer::Redis(_)
             | LockServer::RedisDocker(_)
             | LockServer::Zk(_) => vec![],
             LockServer::Etcd(e) => e.views().await,
+            LockServer::EtcdDocker(e) => e.views().await,
         }
     }
 
     /// How long member `node`'s last start took (the longest of all for any other name).
     pub fn last_start(&self, node: &str) -> std::time::Duration {
         match self {
-            LockServer::RoutingDb | LockServer::EtcdDocker(_) | LockServer::RedisDocker(_) => {
-                std::time::Duration::ZERO
-            }
+            LockServer::RoutingDb | LockServer::RedisDocker(_) => std::time::Duration::ZERO,
             LockServer::Etcd(e) => e.last_start(node),
+            LockServer::EtcdDocker(e) => e.last_start(node),
             LockServer::Redis(r) => r.last_start(),
             LockServer::Zk(z) => z.last_start(node),
         }

@@ -3,6 +3,7 @@
 use super::containers::*;
 use super::engine;
 use super::lock::{container_ip, has_label};
+use super::supervised::Supervised;
 
 /// Redis's port inside its container.
 const PORT: u16 = 6379;
@@ -18,6 +19,8 @@ pub struct DockerRedis {
     docker: Docker,
     container: Option<ContainerAsync<GenericImage>>,
     id: String,
+    /// Its supervisor and redis-server, signalled from this host (a pause, a kill).
+    sup: Supervised,
     name: String,
     image: String,
     host_port: u16,
@@ -87,6 +90,7 @@ impl DockerRedis {
         let mut redis = DockerRedis {
             docker: engine.docker.clone(),
             id: container.id().to_string(),
+            sup: Supervised::new(&engine.docker, container.id(), "redis-server").await,
             container: Some(container),
             name,
             image,
@@ -159,33 +163,21 @@ impl DockerRedis {
         )
     }
 
-    /// The nemesis's stop: SIGTERM to redis-server (`Fast`) or SIGKILL (`Immediate`, a crash),
-    /// through the container's supervisor; the container and its address kept. Returns when
-    /// the server no longer answers.
+    /// The nemesis's stop: SIGTERM to redis-server (`Fast`) or SIGKILL (`Immediate`, a crash,
+    /// and a `kill`), through the container's supervisor (after a SIGCONT, so a paused server
+    /// acts on it); the container and its address kept. Returns when redis-server has exited
+    /// (or, its pid unknown, no longer answers).
     pub async fn stop_member(&mut self, mode: StopMode) -> anyhow::Result<()> {
         if !self.running {
             anyhow::bail!("the redis server is not running");
         }
-        let sig = match mode {
-            StopMode::Fast => "SIGUSR1",
-            StopMode::Immediate => "SIGUSR2",
-        };
-        bounded(
-            &format!("send {sig} to the lock container"),
-            signal(&self.docker, &self.id, sig),
-        )
-        .await?;
+        let exited = self.sup.stop(mode).await?;
         let began = Instant::now();
-        let mut sent = Instant::now();
         let addr = self.client_addr();
-        while crate::lock::redis_ping(&addr).await {
-            if sent.elapsed() > RESIGNAL {
-                let _ = signal(&self.docker, &self.id, sig).await;
-                sent = Instant::now();
-            }
+        while !exited && crate::lock::redis_ping(&addr).await {
             if began.elapsed() > STOP_TIMEOUT {
                 anyhow::bail!(
-                    "redis-server in container {} still answers {} s after {sig}",
+                    "redis-server in container {} still answers {} s after its stop",
                     self.name,
                     STOP_TIMEOUT.as_secs()
                 );
@@ -194,6 +186,14 @@ impl DockerRedis {
         }
         self.running = false;
         Ok(())
+    }
+
+    /// The nemesis's pause (SIGSTOP of redis-server's own process) or resume (SIGCONT); how.
+    pub async fn pause_member(&mut self, pause: bool) -> anyhow::Result<&'static str> {
+        if !self.running {
+            anyhow::bail!("the redis server is not running");
+        }
+        self.sup.pause(pause).await
     }
 
     /// The nemesis's start: redis-server again in its container; how long until it answered.

@@ -11,9 +11,11 @@ mod cluster;
 mod containers;
 pub mod engine;
 mod lock;
+mod lock_net;
 mod lock_redis;
 mod movers;
 mod standby;
+mod supervised;
 #[cfg(test)]
 mod tests;
 
