@@ -29,7 +29,7 @@ fn a_fault_lands_only_on_the_lock_services_it_names() {
     };
     assert_eq!(held(LockKind::Claims), [30_000]);
     assert_eq!(held(LockKind::Zookeeper), [30_000]);
-    assert_eq!(held(LockKind::Etcd), [90_000]);
+    assert_eq!(held(LockKind::Etcd), [135_000]);
     let bad = text.replace(r#"lock = ["etcd"]"#, r#"lock = ["etc"]"#);
     let e = toml::from_str::<ScenarioFile>(&bad)
         .unwrap_err()
