@@ -12,6 +12,7 @@ mod containers;
 pub mod engine;
 mod lock;
 mod lock_redis;
+mod lock_zk;
 mod movers;
 mod standby;
 #[cfg(test)]
@@ -21,4 +22,5 @@ pub use cluster::DockerCluster;
 pub use containers::{Images, RUN_LABEL};
 pub use lock::DockerEtcd;
 pub use lock_redis::DockerRedis;
+pub use lock_zk::DockerZk;
 pub use movers::{DockerLauncher, DockerMover, DockerSignaller};
