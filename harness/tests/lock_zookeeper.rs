@@ -264,7 +264,17 @@ fn three_members_form_an_ensemble_elect_a_leader_and_lock_with_a_follower_stoppe
             lock.describe().unwrap(),
             started.as_secs_f64()
         );
-        let addr = |n: &str| lock.upstream(n).unwrap();
+        let addrs: Vec<(String, String)> = ["lock-1", "lock-2", "lock-3"]
+            .iter()
+            .map(|n| (n.to_string(), lock.upstream(n).unwrap()))
+            .collect();
+        let addr = |n: &str| {
+            addrs
+                .iter()
+                .find(|(m, _)| m == n)
+                .map(|(_, a)| a.clone())
+                .unwrap()
+        };
         let mut modes = Vec::new();
         for n in ["lock-1", "lock-2", "lock-3"] {
             modes.push(chaos_harness::lock::zk_srvr_mode(&addr(n)).await);
