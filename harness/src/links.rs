@@ -16,6 +16,9 @@ pub struct Links {
     embedded: Mutex<Option<ProxyThread>>,
     /// Link name -> the address clients connect to.
     listen: Mutex<BTreeMap<String, String>>,
+    /// Link name -> its further proxies (a ZooKeeper member's quorum and election ports are
+    /// one link, two proxies), which every fault on the link changes with its first.
+    more: Mutex<BTreeMap<String, Vec<String>>>,
     /// Links a `down` fault holds down (a node's restart must not bring them up).
     downed: Mutex<BTreeSet<String>>,
     /// Node -> the links cut while it is stopped.
@@ -65,6 +68,7 @@ impl Links {
             client,
             embedded: Mutex::new(embedded),
             listen: Mutex::new(BTreeMap::new()),
+            more: Mutex::new(BTreeMap::new()),
             downed: Mutex::new(BTreeSet::new()),
             cut: Mutex::new(BTreeMap::new()),
             api,
@@ -93,17 +97,46 @@ impl Links {
     }
 
     /// Create the proxy for `link` forwarding to `upstream`; returns the address clients use.
+    /// A link added again gets a further proxy (`NAME_2`) that its faults change with the first.
     pub async fn add(&self, link: &str, listen: &str, upstream: &str) -> anyhow::Result<String> {
+        let first = !self.listen.lock().unwrap().contains_key(link);
+        let name = match first {
+            true => proxy_name(link),
+            false => {
+                let n = self.more.lock().unwrap().get(link).map_or(0, Vec::len);
+                format!("{}_{}", proxy_name(link), n + 2)
+            }
+        };
         let info = self
             .client
-            .create_proxy(&proxy_name(link), listen, upstream)
+            .create_proxy(&name, listen, upstream)
             .await
             .map_err(|e| anyhow::anyhow!("proxy for {link}: {e}"))?;
-        self.listen
-            .lock()
-            .unwrap()
-            .insert(link.to_string(), info.listen.clone());
+        match first {
+            true => {
+                self.listen
+                    .lock()
+                    .unwrap()
+                    .insert(link.to_string(), info.listen.clone());
+            }
+            false => self
+                .more
+                .lock()
+                .unwrap()
+                .entry(link.to_string())
+                .or_default()
+                .push(name),
+        }
         Ok(info.listen)
+    }
+
+    /// The proxies of `link`: its own, then any further ones.
+    fn proxies(&self, link: &str) -> Vec<String> {
+        let mut out = vec![proxy_name(link)];
+        if let Some(more) = self.more.lock().unwrap().get(link) {
+            out.extend(more.iter().cloned());
+        }
+        out
     }
 
     /// Make one call through the client before the scenario clock starts: its first call sets
@@ -126,7 +159,7 @@ impl Links {
     /// Cut `link` through `c` (new connections refused, open ones closed): a `down` fault,
     /// which a node's restart must not undo.
     pub async fn down_with(&self, c: &ToxiproxyClient, link: &str) -> anyhow::Result<()> {
-        c.down(&proxy_name(link)).await?;
+        all(self.proxies(link).iter().map(|p| c.down(p))).await?;
         self.downed.lock().unwrap().insert(link.to_string());
         Ok(())
     }
@@ -139,10 +172,15 @@ impl Links {
         streams: &[chaos_proxy::Stream],
         toxic: ToxicKind,
     ) -> anyhow::Result<()> {
-        let name = proxy_name(link);
-        all(streams
-            .iter()
-            .map(|s| c.add_toxic(&name, ToxicSpec::new(*s, toxic.clone()))))
+        let mut specs = Vec::new();
+        for name in self.proxies(link) {
+            for s in streams {
+                specs.push((name.clone(), ToxicSpec::new(*s, toxic.clone())));
+            }
+        }
+        all(specs
+            .into_iter()
+            .map(|(name, spec)| async move { c.add_toxic(&name, spec).await }))
         .await?;
         Ok(())
     }
@@ -155,7 +193,7 @@ impl Links {
     /// Heal `link` through `c`. A link cut because its database is stopped is cut again at
     /// once (Toxiproxy's heal enables the proxy): the database is still down.
     pub async fn heal_with(&self, c: &ToxiproxyClient, link: &str) -> anyhow::Result<()> {
-        c.heal(&proxy_name(link)).await?;
+        all(self.proxies(link).iter().map(|p| c.heal(p))).await?;
         self.downed.lock().unwrap().remove(link);
         let still_cut = self
             .cut
@@ -164,7 +202,7 @@ impl Links {
             .get(link_target(link))
             .is_some_and(|l| l.iter().any(|x| x == link));
         if still_cut {
-            self.client.down(&proxy_name(link)).await?;
+            all(self.proxies(link).iter().map(|p| self.client.down(p))).await?;
         }
         Ok(())
     }
@@ -184,7 +222,7 @@ impl Links {
     /// and its clients lose it at this instant rather than whenever the shutdown gets to them.
     pub async fn cut_node(&self, c: &ToxiproxyClient, node: &str) -> anyhow::Result<usize> {
         let links = self.links_to(node);
-        let names: Vec<String> = links.iter().map(|l| proxy_name(l)).collect();
+        let names: Vec<String> = links.iter().flat_map(|l| self.proxies(l)).collect();
         all(names.iter().map(|n| c.down(n))).await?;
         let n = links.len();
         self.cut.lock().unwrap().insert(node.to_string(), links);
@@ -201,13 +239,13 @@ impl Links {
             let downed = self.downed.lock().unwrap();
             links.into_iter().filter(|l| !downed.contains(l)).collect()
         };
-        let names: Vec<String> = open.iter().map(|l| proxy_name(l)).collect();
+        let names: Vec<String> = open.iter().flat_map(|l| self.proxies(l)).collect();
         all(names.iter().map(|n| c.up(n))).await?;
         let downed_since: Vec<String> = {
             let downed = self.downed.lock().unwrap();
             open.iter()
                 .filter(|l| downed.contains(*l))
-                .map(|l| proxy_name(l))
+                .flat_map(|l| self.proxies(l))
                 .collect()
         };
         all(downed_since.iter().map(|n| self.client.down(n))).await?;
@@ -233,7 +271,7 @@ impl Links {
                     .lock()
                     .unwrap()
                     .keys()
-                    .map(|l| proxy_name(l))
+                    .flat_map(|l| self.proxies(l))
                     .collect();
                 for n in names {
                     let _ = self.client.delete_proxy(&n).await;

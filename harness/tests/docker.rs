@@ -1,4 +1,4 @@
-//! The docker backend end to end: April (lease only, then fenced), gc-pause and the generated schedule (their link triggers read through the proxy container) in containers, with the process backend's verdicts, the GC pause with the lease in etcd and in Redis in containers, a pause and a kill of the lock's server in its container, etcd-leader on three etcd members in containers, and `chaos down --all` after a harness killed mid-run.
+//! The docker backend end to end: April (lease only, then fenced), gc-pause and the generated schedule (their link triggers read through the proxy container) in containers, with the process backend's verdicts, the GC pause with the lease in etcd, Redis and ZooKeeper in containers, a pause and a kill of the lock's server in its container, etcd-leader on three etcd members in containers, and `chaos down --all` after a harness killed mid-run.
 //!
 //! Needs a Docker engine; where none answers, each test prints one SKIP line and returns (the only
 //! skip). Images are built first when missing (scripts/build-images: about 4 minutes the first
@@ -267,6 +267,43 @@ fn gc_pause_on_redis_in_a_container_gives_the_process_backend_s_verdicts() {
     assert!(o.stats["rows_lost"].as_u64().unwrap_or(0) > 0);
     let Some((o, _)) = on_docker("gc-pause", &["--lock", "redis", "--fencing", "on"], "valid")
     else {
+        return;
+    };
+    println!("{}", o.summary());
+    assert_eq!(o.code, Some(0), "verdict: {}", o.verdict);
+    assert_eq!(o.stats["rows_lost"].as_u64(), Some(0));
+    assert!(o.classes().iter().any(|c| c == "stale-write-refused"));
+}
+
+/// The lease held in ZooKeeper in a container of its own (the locally built chaos-zookeeper
+/// image, one member), the boxes' links to it through the proxy container, the lock path watched
+/// from the host: gc-pause gives the process backend's verdicts, lease only invalid and fenced
+/// by the owner node's czxid valid with the stale write refused.
+#[test]
+fn gc_pause_on_zookeeper_in_a_container_gives_the_process_backend_s_verdicts() {
+    let _one = ONE_AT_A_TIME.lock().unwrap_or_else(|e| e.into_inner());
+    let Some((o, text)) = on_docker("gc-pause", &["--lock", "zookeeper"], "invalid") else {
+        return;
+    };
+    println!("{}", o.summary());
+    assert!(
+        text.contains("lock service zookeeper") && text.contains("of chaos-zookeeper"),
+        "zookeeper ran in its container: {}",
+        tail(&text, 40)
+    );
+    assert_eq!(o.code, Some(0), "verdict: {}", o.verdict);
+    assert_eq!(o.verdict["valid"], "invalid");
+    assert!(o.classes().iter().any(|c| c == "stale-token-write"));
+    let grants = o.stats["grants"].as_array().cloned().unwrap_or_default();
+    assert!(
+        grants.len() >= 2,
+        "a new holder after the pause: {grants:?}"
+    );
+    let Some((o, _)) = on_docker(
+        "gc-pause",
+        &["--lock", "zookeeper", "--fencing", "on"],
+        "valid",
+    ) else {
         return;
     };
     println!("{}", o.summary());

@@ -188,3 +188,207 @@ fn zk_session_lease_only_loses_data_and_fenced_is_valid() {
     let fenced = run("zk-session", &["--fencing", "on"], "valid");
     fenced_refuses_the_stale_write(&fenced);
 }
+
+/// A session on `connect` (a ZooKeeper connect string) within 5 s.
+async fn session(connect: &str) -> zookeeper_client::Client {
+    let connecting = zookeeper_client::Client::connector()
+        .with_session_timeout(std::time::Duration::from_secs(5))
+        .connect(connect);
+    tokio::time::timeout(std::time::Duration::from_secs(5), connecting)
+        .await
+        .expect("a session within 5 s")
+        .expect("a session")
+}
+
+/// The lock recipe by hand: an ephemeral sequential node under `dir` (made if missing); its
+/// name.
+async fn queue(c: &zookeeper_client::Client, dir: &str) -> String {
+    use zookeeper_client::{Acls, CreateMode};
+    let persistent = CreateMode::Persistent.with_acls(Acls::anyone_all());
+    match c.create(dir, b"", &persistent).await {
+        Ok(_) | Err(zookeeper_client::Error::NodeExists) => {}
+        Err(e) => panic!("create {dir}: {e}"),
+    }
+    let mode = CreateMode::EphemeralSequential.with_acls(Acls::anyone_all());
+    let (_, seq) = c
+        .create(&format!("{dir}/lock-"), b"x", &mode)
+        .await
+        .expect("an ephemeral sequential node");
+    format!("lock-{seq}")
+}
+
+/// The lowest node under `dir`: who holds the lock.
+async fn owner(c: &zookeeper_client::Client, dir: &str) -> Option<String> {
+    let mut children = c.list_children(dir).await.expect("the lock's children");
+    children.sort();
+    children.into_iter().next()
+}
+
+/// `[lock] members = 3` is a real ensemble of three JVMs whose peer traffic goes through the
+/// proxy's directed links (two proxies each: quorum and election ports): it starts with one
+/// leader and two followers; with a follower stopped the other two are a quorum and the lock
+/// recipe still works (the first in line owns, its session's end hands the lock to the next);
+/// with lock-1's peer links down it serves nothing; started again, the follower rejoins.
+#[test]
+fn three_members_form_an_ensemble_elect_a_leader_and_lock_with_a_follower_stopped() {
+    use chaos_harness::links::Links;
+    use chaos_harness::lock::{LockKind, LockSection, LockServer};
+    use chaos_harness::pg::StopMode;
+    let _one = one_at_a_time();
+    let logs = temp_dir("zk-ensemble");
+    let run_id = format!("test-zk-ensemble-{}", std::process::id());
+    let rt = tokio::runtime::Runtime::new().unwrap();
+    rt.block_on(async {
+        let section = LockSection {
+            service: LockKind::Zookeeper,
+            members: 3,
+        };
+        let backend = chaos_harness::backend::BackendKind::Process;
+        let mut lock = LockServer::plan(&section, backend, &run_id, &logs)
+            .await
+            .unwrap();
+        let links = Links::start(None).await.unwrap();
+        let peers = lock.peer_links();
+        assert_eq!(
+            peers.len(),
+            12,
+            "two ports for each of six directions: {peers:?}"
+        );
+        for (link, listen, upstream) in &peers {
+            links.add(link, listen, upstream).await.unwrap();
+        }
+        lock.launch().await.unwrap();
+        let started = lock.started_in();
+        println!(
+            "{} ({:.2} s)",
+            lock.describe().unwrap(),
+            started.as_secs_f64()
+        );
+        let addrs: Vec<(String, String)> = ["lock-1", "lock-2", "lock-3"]
+            .iter()
+            .map(|n| (n.to_string(), lock.upstream(n).unwrap()))
+            .collect();
+        let addr = |n: &str| {
+            addrs
+                .iter()
+                .find(|(m, _)| m == n)
+                .map(|(_, a)| a.clone())
+                .unwrap()
+        };
+        let mut modes = Vec::new();
+        for n in ["lock-1", "lock-2", "lock-3"] {
+            modes.push(chaos_harness::lock::zk_srvr_mode(&addr(n)).await);
+        }
+        println!("modes: {modes:?}");
+        let leaders = modes
+            .iter()
+            .filter(|m| m.as_deref() == Some("leader"))
+            .count();
+        let followers = modes
+            .iter()
+            .filter(|m| m.as_deref() == Some("follower"))
+            .count();
+        assert_eq!((leaders, followers), (1, 2), "{modes:?}");
+        let (leader, _) = lock.leader().await;
+        let leader = leader.expect("a leader found");
+        let i = ["lock-1", "lock-2", "lock-3"]
+            .iter()
+            .position(|n| *n == leader)
+            .unwrap();
+        assert_eq!(modes[i].as_deref(), Some("leader"), "{leader}: {modes:?}");
+
+        // A follower stopped: the other two still serve and the recipe still works.
+        let follower = ["lock-1", "lock-2", "lock-3"]
+            .into_iter()
+            .find(|n| *n != leader)
+            .unwrap();
+        lock.stop_member(follower, StopMode::Fast).await.unwrap();
+        let rest: Vec<String> = ["lock-1", "lock-2", "lock-3"]
+            .into_iter()
+            .filter(|n| *n != follower)
+            .map(addr)
+            .collect();
+        let first = session(&rest[0]).await;
+        let second = session(&rest[1]).await;
+        let mine = queue(&first, "/locks").await;
+        let theirs = queue(&second, "/locks").await;
+        assert_eq!(
+            owner(&second, "/locks").await.as_deref(),
+            Some(mine.as_str())
+        );
+        drop(first);
+        let began = std::time::Instant::now();
+        while owner(&second, "/locks").await.as_deref() != Some(theirs.as_str()) {
+            assert!(began.elapsed().as_secs() < 10, "the lock never passed on");
+            tokio::time::sleep(std::time::Duration::from_millis(20)).await;
+        }
+        assert_eq!(lock.leader().await.0.as_deref(), Some(leader.as_str()));
+        let took = lock.start_member(follower).await.unwrap();
+        let began = std::time::Instant::now();
+        while chaos_harness::lock::zk_srvr_mode(&addr(follower))
+            .await
+            .as_deref()
+            != Some("follower")
+        {
+            assert!(began.elapsed().as_secs() < 20, "{follower} never rejoined");
+            tokio::time::sleep(std::time::Duration::from_millis(20)).await;
+        }
+        println!(
+            "{follower} answered again in {:.2} s and follows",
+            took.as_secs_f64()
+        );
+        drop(second);
+
+        // The peer traffic goes through the proxy: a member with its peer links down leaves
+        // the ensemble (it serves nothing; the other two still do).
+        let cut_off = if leader == "lock-1" {
+            "lock-2"
+        } else {
+            "lock-1"
+        };
+        let cut: Vec<String> = ["lock-1", "lock-2", "lock-3"]
+            .into_iter()
+            .filter(|n| *n != cut_off)
+            .flat_map(|n| [format!("{cut_off}->{n}"), format!("{n}->{cut_off}")])
+            .collect();
+        for l in &cut {
+            links.down_with(links.client(), l).await.unwrap();
+        }
+        let began = std::time::Instant::now();
+        while chaos_harness::lock::zk_srvr_mode(&addr(cut_off))
+            .await
+            .is_some()
+        {
+            assert!(
+                began.elapsed().as_secs() < 20,
+                "{cut_off} still serves 20 s after its peer links went down"
+            );
+            tokio::time::sleep(std::time::Duration::from_millis(20)).await;
+        }
+        assert!(lock.leader().await.0.is_some(), "the other two still lead");
+        for l in &cut {
+            links.heal(l).await.unwrap();
+        }
+        lock.stop().await;
+        links.shutdown().await;
+    });
+    let data = chaos_harness::backend::process::data_root().join(&run_id);
+    assert_none_left(&data.display().to_string(), 10);
+    let _ = std::fs::remove_dir_all(&data);
+}
+
+/// The GC-pause seed on a three-member ensemble: lease only invalid, fenced by the czxid valid.
+#[test]
+fn gc_pause_on_a_three_member_ensemble_lease_only_is_invalid_and_fenced_valid() {
+    let three = ["--lock", "zookeeper", "--lock-members", "3"];
+    let r = run("gc-pause", &three, "invalid");
+    lease_only_accepts_a_stale_write(&r);
+    let figures = read_json(&r.dir.join("figures.json"));
+    println!(
+        "three members up in {} s",
+        figures["wall_s"]["lock_started"]
+    );
+    let fenced = [&three[..], &["--fencing", "on"]].concat();
+    let r = run("gc-pause", &fenced, "valid");
+    fenced_refuses_the_stale_write(&r);
+}

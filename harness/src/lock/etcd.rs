@@ -1,16 +1,13 @@
 //! etcd as the lock service's server: Debian's `etcd-server` (3.4) run as local processes on 127.0.0.1 and free ports, as the unprivileged user when the harness is root, their data under the run's data directory and their logs in the run's `logs/`; stopped (and their data removed) on every path.
 //!
 //! One member is the node `lock`. Three members (`lock-1`, `lock-2`, `lock-3`) form a real
-//! cluster whose peer traffic goes through the proxy, one link per direction: each member
-//! advertises a host name (`http://lock-2:P`), the same for all, and runs in a mount namespace
-//! of its own whose `/etc/hosts` maps every other member's name to a loopback address unique to
-//! the pair (member 1 sees `lock-2` at 127.1.2.1, member 3 at 127.3.2.1). The proxy's link
-//! `lock-1->lock-2` listens on 127.1.2.1:P and forwards to lock-2's peer listener on
-//! 127.0.0.1:P, so cutting it cuts what lock-1 sends lock-2 and nothing else.
+//! cluster whose peer traffic goes through the proxy, one link per direction (`peers.rs`): each
+//! member advertises a host name (`http://lock-2:P`), the same for all, and finds the others at
+//! loopback addresses unique to the pair, where the proxy's links listen.
 
 use super::member::{self, stop_now};
+use super::peers;
 use crate::procs;
-use std::os::unix::ffi::OsStrExt;
 use std::path::{Path, PathBuf};
 use std::process::Stdio;
 use std::time::{Duration, Instant};
@@ -57,7 +54,7 @@ struct Member {
 
 impl Member {
     fn name(&self) -> String {
-        format!("lock-{}", self.n)
+        peers::host(self.n)
     }
 
     fn client_addr(&self) -> String {
@@ -83,11 +80,6 @@ pub struct EtcdServer {
     pub started_in: Duration,
 }
 
-/// `127.I.J.1`: where member I reaches member J (the proxy's link `lock-I->lock-J`).
-fn pair_ip(from: usize, to: usize) -> String {
-    format!("127.{from}.{to}.1")
-}
-
 impl EtcdServer {
     /// Choose the members' names, ports and directories; nothing runs yet (the peer links
     /// must be up before a cluster can form).
@@ -99,11 +91,7 @@ impl EtcdServer {
     ) -> anyhow::Result<EtcdServer> {
         let count = nodes.len();
         let bin = binary()?;
-        if count > 1 && unsafe { libc::geteuid() } != 0 {
-            anyhow::bail!(
-                "[lock] members = {count} needs root: each member runs in a mount namespace of its own (its /etc/hosts sends its peer traffic through the proxy); run as root, or use members = 1"
-            );
-        }
+        peers::need_root(count)?;
         let run_as = crate::pg::PgInstall::find().ok().and_then(|i| i.run_as);
         // Inside the run's data directory, so whatever removes the databases' data (the run,
         // or the next command after a SIGKILL) removes the members' too.
@@ -131,14 +119,10 @@ impl EtcdServer {
                 started_in: Duration::ZERO,
             });
         }
+        let all: Vec<usize> = members.iter().map(|m| m.n).collect();
         for m in &members {
             if let Some(path) = &m.hosts {
-                let mut text = format!("127.0.0.1 localhost\n127.0.0.1 {}\n", m.name());
-                for other in members.iter().filter(|o| o.n != m.n) {
-                    text.push_str(&format!("{} {}\n", pair_ip(m.n, other.n), other.name()));
-                }
-                std::fs::write(path, text)
-                    .map_err(|e| anyhow::anyhow!("write {}: {e}", path.display()))?;
+                peers::write_hosts(path, m.n, &all)?;
             }
         }
         Ok(EtcdServer {
@@ -174,17 +158,12 @@ impl EtcdServer {
     /// The peer links (three members): `(link, listen, upstream)`, `lock-1->lock-2` listening
     /// where lock-1 finds lock-2 and forwarding to lock-2's peer listener.
     pub fn peer_links(&self) -> Vec<(String, String, String)> {
-        let mut out = Vec::new();
-        for from in self.members.iter().filter(|_| self.members.len() > 1) {
-            for to in self.members.iter().filter(|t| t.n != from.n) {
-                out.push((
-                    chaos_nemesis::Link::name(&from.node, &to.node),
-                    format!("{}:{}", pair_ip(from.n, to.n), to.peer_port),
-                    format!("127.0.0.1:{}", to.peer_port),
-                ));
-            }
-        }
-        out
+        let members: Vec<_> = self
+            .members
+            .iter()
+            .map(|m| (m.n, m.node.clone(), vec![m.peer_port]))
+            .collect();
+        peers::links(&members)
     }
 
     /// The member scenarios call `node`.
@@ -246,15 +225,8 @@ impl EtcdServer {
             .stdout(log.try_clone()?)
             .stderr(log)
             .current_dir("/");
-        match &m.hosts {
-            // Its own /etc/hosts, then its user: both in the child, in that order.
-            Some(hosts) => private_hosts(&mut cmd, hosts, self.run_as)?,
-            None => {
-                if let Some((uid, gid)) = self.run_as {
-                    cmd.uid(uid).gid(gid);
-                }
-            }
-        }
+        // Its own /etc/hosts, then its user: both in the child, in that order.
+        peers::user_and_hosts(&mut cmd, m.hosts.as_deref(), self.run_as)?;
         procs::own_group(&mut cmd);
         procs::die_with_parent(&mut cmd);
         let child = cmd
@@ -522,48 +494,6 @@ async fn status(endpoint: &str) -> Option<(u64, u64, u64)> {
         .await
         .ok()
         .flatten()
-}
-
-/// Run the child in a mount namespace of its own with `hosts` as its `/etc/hosts`, then as
-/// `run_as` (the namespace and the mount need root, so the user changes after them, here, and
-/// the parent-death signal set after this hook survives).
-fn private_hosts(
-    cmd: &mut Command,
-    hosts: &Path,
-    run_as: Option<(u32, u32)>,
-) -> anyhow::Result<()> {
-    let src = std::ffi::CString::new(hosts.as_os_str().as_bytes())?;
-    let dst = std::ffi::CString::new("/etc/hosts")?;
-    let root = std::ffi::CString::new("/")?;
-    // SAFETY: unshare, mount, setgroups, setgid and setuid are async-signal-safe; the strings
-    // were made before the fork; nothing allocates.
-    unsafe {
-        cmd.pre_exec(move || {
-            let fail = || Err(std::io::Error::last_os_error());
-            if libc::unshare(libc::CLONE_NEWNS) != 0 {
-                return fail();
-            }
-            let none = std::ptr::null();
-            let private = libc::MS_REC | libc::MS_PRIVATE;
-            if libc::mount(none, root.as_ptr(), none, private, std::ptr::null()) != 0 {
-                return fail();
-            }
-            let bind = libc::MS_BIND;
-            if libc::mount(src.as_ptr(), dst.as_ptr(), none, bind, std::ptr::null()) != 0 {
-                return fail();
-            }
-            if let Some((uid, gid)) = run_as {
-                if libc::setgroups(0, std::ptr::null()) != 0
-                    || libc::setgid(gid) != 0
-                    || libc::setuid(uid) != 0
-                {
-                    return fail();
-                }
-            }
-            Ok(())
-        });
-    }
-    Ok(())
 }
 
 /// `3.4.23`, from `etcd --version`.

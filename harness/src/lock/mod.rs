@@ -10,6 +10,7 @@
 mod etcd;
 mod member;
 mod observe;
+mod peers;
 mod redis;
 mod zookeeper;
 
@@ -17,7 +18,10 @@ pub use chaos_workloads::lock::LockKind;
 pub use etcd::EtcdServer;
 pub use observe::{Names, Observer, Seen};
 pub use redis::{ping as redis_ping, RedisServer};
-pub use zookeeper::ZkServer;
+pub use zookeeper::{
+    srvr_mode as zk_srvr_mode, zoo_cfg_on, ZkServer, JVM_FLAGS as ZK_JVM_FLAGS,
+    TICK_MS as ZK_TICK_MS,
+};
 
 use chaos_workloads::lock::{advisory_options, LOCK_KEY_VAR, LOCK_URLS_VAR, LOCK_VAR};
 use serde::{Deserialize, Serialize};
@@ -72,13 +76,7 @@ impl LockSection {
         if self.members != 1 && self.members != 3 {
             return field("members", format!("must be 1 or 3 (got {})", self.members));
         }
-        if self.members == 3 && self.service == LockKind::Zookeeper {
-            return field(
-                "members",
-                "3: a three-member ZooKeeper ensemble is not built yet (one member is); use members = 1 or service = \"etcd\"".to_string(),
-            );
-        }
-        if self.members == 3 && self.service != LockKind::Etcd {
+        if self.members == 3 && !matches!(self.service, LockKind::Etcd | LockKind::Zookeeper) {
             let why = match self.service {
                 LockKind::Redis => "is one server here",
                 _ => "has no members of its own (it lives in the routing db)",
@@ -86,7 +84,7 @@ impl LockSection {
             return field(
                 "members",
                 format!(
-                    "3: {} {why}; members = 3 is for service = \"etcd\"",
+                    "3: {} {why}; members = 3 is for service = \"etcd\" or \"zookeeper\"",
                     self.service.name()
                 ),
             );
@@ -229,8 +227,10 @@ pub enum LockServer {
     Redis(RedisServer),
     /// Redis in a container of the run (the docker backend).
     RedisDocker(crate::backend::docker::DockerRedis),
-    /// ZooKeeper's JVM as a local process.
+    /// ZooKeeper's JVM as a local process (one member, or an ensemble of three).
     Zk(ZkServer),
+    /// ZooKeeper in a container of the run (the docker backend; one member).
+    ZkDocker(crate::backend::docker::DockerZk),
 }
 
 impl LockServer {
@@ -261,8 +261,12 @@ impl LockServer {
             (LockKind::Zookeeper, BackendKind::Process) => {
                 LockServer::Zk(ZkServer::plan(run_id, log_dir, &section.member_names()).await?)
             }
-            (LockKind::Zookeeper, BackendKind::Docker) => anyhow::bail!(
-                "--lock zookeeper runs on the process backend only for now: drop --backend docker"
+            (LockKind::Zookeeper, BackendKind::Docker) if section.members != 1 => anyhow::bail!(
+                "--lock-members {}: a ZooKeeper ensemble runs on the process backend only for now (its peer links need a mount namespace per member): drop --backend docker or use one member",
+                section.members
+            ),
+            (LockKind::Zookeeper, BackendKind::Docker) => LockServer::ZkDocker(
+                crate::backend::docker::DockerZk::start(run_id, log_dir).await?,
             ),
         })
     }
@@ -270,7 +274,7 @@ impl LockServer {
     /// Start every member and wait for them (and a leader).
     pub async fn launch(&mut self) -> anyhow::Result<()> {
         match self {
-            LockServer::RoutingDb | LockServer::RedisDocker(_) => Ok(()),
+            LockServer::RoutingDb | LockServer::RedisDocker(_) | LockServer::ZkDocker(_) => Ok(()),
             LockServer::Etcd(e) => e.launch().await,
             LockServer::EtcdDocker(e) => e.launch().await,
             LockServer::Redis(r) => r.launch().await,
@@ -290,6 +294,7 @@ impl LockServer {
             LockServer::EtcdDocker(e) => e.upstream(node),
             LockServer::Redis(r) => (node == LOCK_NODE).then(|| r.addr()),
             LockServer::RedisDocker(r) => (node == LOCK_NODE).then(|| r.upstream()),
+            LockServer::ZkDocker(z) => (node == LOCK_NODE).then(|| z.upstream()),
             LockServer::Zk(z) => z
                 .client_addrs()
                 .into_iter()
@@ -313,6 +318,7 @@ impl LockServer {
             LockServer::EtcdDocker(e) => Some(e.observe_addrs()),
             LockServer::Redis(r) => Some(r.addr()),
             LockServer::RedisDocker(r) => Some(r.observe_addr()),
+            LockServer::ZkDocker(z) => Some(z.observe_addr()),
             LockServer::Zk(z) => Some(
                 z.client_addrs()
                     .into_iter()
@@ -329,9 +335,10 @@ impl LockServer {
             LockServer::RoutingDb
             | LockServer::Redis(_)
             | LockServer::RedisDocker(_)
-            | LockServer::Zk(_) => vec![],
+            | LockServer::ZkDocker(_) => vec![],
             LockServer::Etcd(e) => e.peer_links(),
             LockServer::EtcdDocker(e) => e.peer_links(),
+            LockServer::Zk(z) => z.peer_links(),
         }
     }
 
@@ -344,6 +351,7 @@ impl LockServer {
             LockServer::Redis(r) => Some(r.describe()),
             LockServer::RedisDocker(r) => Some(r.describe()),
             LockServer::Zk(z) => Some(z.describe()),
+            LockServer::ZkDocker(z) => Some(z.describe()),
         }
     }
 
@@ -355,6 +363,7 @@ impl LockServer {
             LockServer::Redis(r) => r.stop().await,
             LockServer::RedisDocker(r) => r.stop().await,
             LockServer::Zk(z) => z.stop().await,
+            LockServer::ZkDocker(z) => z.stop().await,
         }
     }
 
@@ -366,6 +375,9 @@ impl LockServer {
                 anyhow::bail!("not an etcd member as a local process")
             }
             LockServer::Zk(_) => anyhow::bail!("not an etcd member"),
+            LockServer::ZkDocker(_) => anyhow::bail!(
+                "a pause or kill of the ZooKeeper member in its container is not built yet (stop and crash are): use the process backend"
+            ),
         }
     }
 
@@ -375,7 +387,9 @@ impl LockServer {
             LockServer::RoutingDb => false,
             LockServer::Etcd(e) => e.has(node),
             LockServer::EtcdDocker(e) => e.has(node),
-            LockServer::Redis(_) | LockServer::RedisDocker(_) => node == LOCK_NODE,
+            LockServer::Redis(_) | LockServer::RedisDocker(_) | LockServer::ZkDocker(_) => {
+                node == LOCK_NODE
+            }
             LockServer::Zk(z) => z.has(node),
         }
     }
@@ -398,6 +412,9 @@ impl LockServer {
         if let LockServer::Zk(z) = self {
             return z.stop_member(node, mode).await;
         }
+        if let LockServer::ZkDocker(z) = self {
+            return z.stop_member(mode).await;
+        }
         self.etcd()?.stop_member(node, mode).await
     }
 
@@ -414,6 +431,9 @@ impl LockServer {
         }
         if let LockServer::Zk(z) = self {
             return z.start_member(node).await;
+        }
+        if let LockServer::ZkDocker(z) = self {
+            return z.start_member().await;
         }
         self.etcd()?.start_member(node).await
     }
@@ -441,6 +461,7 @@ impl LockServer {
             LockServer::Etcd(e) => (e.leader().await, e.ids()),
             LockServer::EtcdDocker(e) => (e.leader().await, e.ids()),
             LockServer::Zk(z) => (z.leader().await, vec![]),
+            LockServer::ZkDocker(z) => (z.leader().await, vec![]),
         }
     }
 
@@ -450,7 +471,8 @@ impl LockServer {
             LockServer::RoutingDb
             | LockServer::Redis(_)
             | LockServer::RedisDocker(_)
-            | LockServer::Zk(_) => vec![],
+            | LockServer::Zk(_)
+            | LockServer::ZkDocker(_) => vec![],
             LockServer::Etcd(e) => e.views().await,
             LockServer::EtcdDocker(e) => e.views().await,
         }
@@ -459,7 +481,9 @@ impl LockServer {
     /// How long member `node`'s last start took (the longest of all for any other name).
     pub fn last_start(&self, node: &str) -> std::time::Duration {
         match self {
-            LockServer::RoutingDb | LockServer::RedisDocker(_) => std::time::Duration::ZERO,
+            LockServer::RoutingDb | LockServer::RedisDocker(_) | LockServer::ZkDocker(_) => {
+                std::time::Duration::ZERO
+            }
             LockServer::Etcd(e) => e.last_start(node),
             LockServer::EtcdDocker(e) => e.last_start(node),
             LockServer::Redis(r) => r.last_start(),
@@ -476,6 +500,7 @@ impl LockServer {
             LockServer::Redis(r) => r.started_in,
             LockServer::RedisDocker(r) => r.started_in,
             LockServer::Zk(z) => z.started_in,
+            LockServer::ZkDocker(z) => z.started_in,
         }
     }
 }
@@ -620,6 +645,7 @@ mod tests {
             service: LockKind::Zookeeper,
             members: 3,
         };
-        assert!(three.check(200, false).is_err());
+        assert!(three.check(200, false).is_ok());
+        assert_eq!(three.member_names(), ["lock-1", "lock-2", "lock-3"]);
     }
 }

@@ -1,9 +1,19 @@
-//! ZooKeeper as the lock service's server: Debian's `zookeeper` 3.8 run as its JVM directly (`QuorumPeerMain` on a generated `zoo.cfg`: data under the run's data directory, the client port free on 127.0.0.1, a 20 ms tick so session timeouts can be a scenario's short lease, the admin server off, `srvr` allowed), as the unprivileged user when the harness is root, its log in the run's `logs/`; stopped (and its data removed) on every path. One member, the node `lock`.
+//! ZooKeeper as the lock service's server: Debian's `zookeeper` 3.8 run as its JVM directly (`QuorumPeerMain` on a generated `zoo.cfg`: data under the run's data directory, the client port free on 127.0.0.1, a 20 ms tick so session timeouts can be a scenario's short lease, the admin server off, `srvr` allowed), as the unprivileged user when the harness is root, its log in the run's `logs/`; stopped (and its data removed) on every path.
+//!
+//! One member is the node `lock` (standalone). Three members (`lock-1`, `lock-2`, `lock-3`) are
+//! a real ensemble: `server.N=lock-N:QUORUM:ELECTION` lines and a `myid` each, and their peer
+//! traffic through the proxy (`peers.rs`, as etcd's): member I finds member J at 127.I.J.1, where
+//! the link `lock-I->lock-J` has two proxies, one per port of J. ZooKeeper opens one connection
+//! per pair for each purpose, so a link carries what its first member opened: a follower's
+//! connection to the leader's quorum port (both ways of their traffic) and the election
+//! connection, which the member with the higher id keeps.
 //!
 //! The JVM is started small and quick: class data sharing, a 128 MiB heap, the C1 compiler only,
 //! the serial collector, no perf data file (measured: about 0.6 s to a `srvr` answer on 2 cores).
+//! An ensemble's election is made quick too: notifications every 50 ms at first, at most 400 ms.
 
 use super::member::{self, stop_now};
+use super::peers;
 use crate::procs;
 use std::path::{Path, PathBuf};
 use std::process::Stdio;
@@ -51,7 +61,7 @@ fn java() -> PathBuf {
 }
 
 /// The JVM flags that make a start quick on a small machine.
-const JVM_FLAGS: &[&str] = &[
+pub const JVM_FLAGS: &[&str] = &[
     "-Xshare:auto",
     "-Xms16m",
     "-Xmx128m",
@@ -63,14 +73,27 @@ const JVM_FLAGS: &[&str] = &[
     "-Dorg.slf4j.simpleLogger.defaultLogLevel=warn",
     "-Dorg.slf4j.simpleLogger.showDateTime=true",
     "-Dzookeeper.jmx.log4j.disable=true",
+    // An ensemble's election: a member not heard from is asked again after 50 ms, doubling to
+    // 400 ms at most (ZooKeeper's own are 200 ms and 60 s: a member that starts before its
+    // peers otherwise waits seconds to ask again); its peers' sockets time out in 500 ms.
+    "-Dzookeeper.fastleader.minNotificationInterval=50",
+    "-Dzookeeper.fastleader.maxNotificationInterval=400",
+    "-Dzookeeper.cnxTimeout=500",
 ];
 
-/// The one member.
+/// One member.
 struct Member {
     node: String,
+    /// Its number (`myid`), from 1.
+    n: usize,
     child: Option<Child>,
     client_port: u16,
+    /// Where followers connect to it when it leads, and where elections reach it.
+    quorum_port: u16,
+    election_port: u16,
     dir: PathBuf,
+    /// Its own `/etc/hosts` (an ensemble), bind-mounted in its mount namespace.
+    hosts: Option<PathBuf>,
     log_path: PathBuf,
     paused: bool,
     started_in: Duration,
@@ -96,15 +119,26 @@ pub struct ZkServer {
     pub started_in: Duration,
 }
 
-/// `zoo.cfg` for a standalone member.
-fn zoo_cfg(data_dir: &Path, client_port: u16) -> String {
-    format!(
+/// `zoo.cfg` for a member serving on 127.0.0.1: standalone, or one of `servers`
+/// (`(myid, quorum, election)`).
+fn zoo_cfg(data_dir: &Path, client_port: u16, servers: &[(usize, u16, u16)]) -> String {
+    zoo_cfg_on(data_dir, "127.0.0.1", client_port, servers)
+}
+
+/// `zoo.cfg` for a member whose client port listens on `bind` (a container's: 0.0.0.0).
+pub fn zoo_cfg_on(
+    data_dir: &Path,
+    bind: &str,
+    client_port: u16,
+    servers: &[(usize, u16, u16)],
+) -> String {
+    let mut cfg = format!(
         "tickTime={TICK_MS}\n\
          initLimit=250\n\
          syncLimit=50\n\
          dataDir={}\n\
          clientPort={client_port}\n\
-         clientPortAddress=127.0.0.1\n\
+         clientPortAddress={bind}\n\
          minSessionTimeout={}\n\
          maxSessionTimeout=120000\n\
          maxClientCnxns=0\n\
@@ -113,47 +147,68 @@ fn zoo_cfg(data_dir: &Path, client_port: u16) -> String {
          autopurge.purgeInterval=0\n",
         data_dir.join("data").display(),
         2 * TICK_MS,
-    )
+    );
+    for (n, quorum, election) in servers.iter().filter(|_| servers.len() > 1) {
+        cfg.push_str(&format!(
+            "server.{n}={}:{quorum}:{election}\n",
+            peers::host(*n)
+        ));
+    }
+    cfg
 }
 
 impl ZkServer {
-    /// Choose the member's port and directory and write its `zoo.cfg`; nothing runs yet.
+    /// Choose the members' ports and directories and write their `zoo.cfg` (and, for an
+    /// ensemble, `myid` and `/etc/hosts`); nothing runs yet (an ensemble's peer links first).
     pub async fn plan(run_id: &str, log_dir: &Path, nodes: &[String]) -> anyhow::Result<ZkServer> {
-        if nodes.len() != 1 {
-            anyhow::bail!(
-                "--lock-members {}: a ZooKeeper ensemble is not built yet; use one member",
-                nodes.len()
-            );
-        }
+        let count = nodes.len();
         let classpath = jars()?;
+        peers::need_root(count)?;
         let run_as = crate::pg::PgInstall::find().ok().and_then(|i| i.run_as);
         // Inside the run's data directory, so whatever removes the databases' data (the run,
-        // or the next command after a SIGKILL) removes the member's too.
+        // or the next command after a SIGKILL) removes the members' too.
         let run_dir = crate::backend::process::data_root().join(run_id);
         let mut members = Vec::new();
         for (n, node) in (1..).zip(nodes) {
             let dir = run_dir.join(format!("lock-{n}"));
-            let data = dir.join("data");
-            std::fs::create_dir_all(&data)
-                .map_err(|e| anyhow::anyhow!("create {}: {e}", data.display()))?;
-            let m = Member {
+            members.push(Member {
                 node: node.clone(),
+                n,
                 child: None,
                 client_port: procs::free_port()?,
+                quorum_port: procs::free_port()?,
+                election_port: procs::free_port()?,
                 log_path: log_dir.join(format!("lock-{n}.log")),
+                hosts: (count > 1).then(|| dir.join("hosts")),
                 dir,
                 paused: false,
                 started_in: Duration::ZERO,
+            });
+        }
+        let servers: Vec<(usize, u16, u16)> = members
+            .iter()
+            .map(|m| (m.n, m.quorum_port, m.election_port))
+            .collect();
+        let all: Vec<usize> = members.iter().map(|m| m.n).collect();
+        for m in &members {
+            let data = m.dir.join("data");
+            std::fs::create_dir_all(&data)
+                .map_err(|e| anyhow::anyhow!("create {}: {e}", data.display()))?;
+            let write = |path: PathBuf, text: String| {
+                std::fs::write(&path, text)
+                    .map_err(|e| anyhow::anyhow!("write {}: {e}", path.display()))
             };
-            std::fs::write(m.cfg(), zoo_cfg(&m.dir, m.client_port))
-                .map_err(|e| anyhow::anyhow!("write {}: {e}", m.cfg().display()))?;
+            write(m.cfg(), zoo_cfg(&m.dir, m.client_port, &servers))?;
+            write(data.join("myid"), format!("{}\n", m.n))?;
+            if let Some(path) = &m.hosts {
+                peers::write_hosts(path, m.n, &all)?;
+            }
             if let Some((uid, gid)) = run_as {
                 for p in [&m.dir, &data] {
                     std::os::unix::fs::chown(p, Some(uid), Some(gid))
                         .map_err(|e| anyhow::anyhow!("chown {}: {e}", p.display()))?;
                 }
             }
-            members.push(m);
         }
         Ok(ZkServer {
             members,
@@ -164,14 +219,26 @@ impl ZkServer {
         })
     }
 
-    /// Start the member and wait until it answers `srvr` as serving.
+    /// The peer links (an ensemble): `(link, listen, upstream)`, twice per ordered pair
+    /// (`lock-1->lock-2` on lock-2's quorum port and on its election port).
+    pub fn peer_links(&self) -> Vec<(String, String, String)> {
+        let members: Vec<_> = self
+            .members
+            .iter()
+            .map(|m| (m.n, m.node.clone(), vec![m.quorum_port, m.election_port]))
+            .collect();
+        peers::links(&members)
+    }
+
+    /// Start every member at once and wait until each answers `srvr` as serving (an
+    /// ensemble's: once a leader is elected and it has joined).
     pub async fn launch(&mut self) -> anyhow::Result<()> {
         let began = Instant::now();
         for i in 0..self.members.len() {
             self.spawn(i)?;
         }
         for i in 0..self.members.len() {
-            self.wait_ready(i, began).await?;
+            self.wait_ready(i, began, true).await?;
             self.members[i].started_in = began.elapsed();
         }
         self.started_in = began.elapsed();
@@ -208,9 +275,8 @@ impl ZkServer {
             .stdout(log.try_clone()?)
             .stderr(log)
             .current_dir(&m.dir);
-        if let Some((uid, gid)) = self.run_as {
-            cmd.uid(uid).gid(gid);
-        }
+        // Its own /etc/hosts (an ensemble's member), then its user: both in the child.
+        peers::user_and_hosts(&mut cmd, m.hosts.as_deref(), self.run_as)?;
         procs::own_group(&mut cmd);
         procs::die_with_parent(&mut cmd);
         let child = cmd
@@ -243,7 +309,10 @@ impl ZkServer {
         }
         let began = Instant::now();
         self.spawn(i)?;
-        self.wait_ready(i, began).await?;
+        // Standalone, it serves at once; an ensemble's member answers once up, and serves only
+        // when it finds a quorum (which a scenario may have taken away).
+        let alone = self.members.len() == 1;
+        self.wait_ready(i, began, alone).await?;
         self.members[i].started_in = began.elapsed();
         Ok(self.members[i].started_in)
     }
@@ -299,13 +368,15 @@ impl ZkServer {
         Ok(())
     }
 
-    /// Wait until member `i` answers `srvr` with a mode (it serves).
-    async fn wait_ready(&mut self, i: usize, began: Instant) -> anyhow::Result<()> {
+    /// Wait until member `i` answers `srvr` (with `serving`, with a mode: it serves).
+    async fn wait_ready(&mut self, i: usize, began: Instant, serving: bool) -> anyhow::Result<()> {
         let addr = self.members[i].client_addr();
         loop {
             self.exited_at_start(i)?;
-            if srvr_mode(&addr).await.is_some() {
-                return Ok(());
+            match srvr(&addr).await {
+                Some(Some(_)) => return Ok(()),
+                Some(None) if !serving => return Ok(()),
+                _ => {}
             }
             if began.elapsed() > READY_TIMEOUT {
                 let m = &self.members[i];
@@ -313,7 +384,8 @@ impl ZkServer {
                 let node = m.node.clone();
                 self.stop().await;
                 anyhow::bail!(
-                    "zookeeper {node} did not serve within {} s; its log: {log}",
+                    "zookeeper {node} did not {} within {} s; its log: {log}",
+                    if serving { "serve" } else { "answer" },
                     READY_TIMEOUT.as_secs()
                 );
             }
@@ -331,8 +403,15 @@ impl ZkServer {
     }
 
     pub fn describe(&self) -> String {
+        let how = match self.members.len() {
+            1 => "one member".to_string(),
+            n => {
+                let nodes: Vec<&str> = self.members.iter().map(|m| m.node.as_str()).collect();
+                format!("an ensemble of {n}: {}", nodes.join(", "))
+            }
+        };
         format!(
-            "zookeeper {} (one member, tick {TICK_MS} ms, started in {:.2} s)",
+            "zookeeper {} ({how}, tick {TICK_MS} ms, started in {:.2} s)",
             self.version,
             self.started_in.as_secs_f64()
         )
@@ -379,14 +458,25 @@ impl Drop for ZkServer {
 /// The `Mode:` a member's `srvr` answer names (`standalone`, `leader`, `follower`); None when
 /// it does not answer in time or does not serve yet.
 pub async fn srvr_mode(addr: &str) -> Option<String> {
+    srvr(addr).await.flatten()
+}
+
+/// A member's `srvr` answer: None when it does not answer in time, `Some(None)` when it answers
+/// but does not serve (an ensemble's member with no quorum), else the `Mode:` it names.
+async fn srvr(addr: &str) -> Option<Option<String>> {
     use tokio::io::{AsyncReadExt, AsyncWriteExt};
     let ask = async {
         let mut s = tokio::net::TcpStream::connect(addr).await.ok()?;
         s.write_all(b"srvr").await.ok()?;
         let mut text = String::new();
         s.read_to_string(&mut text).await.ok()?;
-        text.lines()
-            .find_map(|l| l.strip_prefix("Mode: ").map(|m| m.trim().to_string()))
+        if text.is_empty() {
+            return None;
+        }
+        Some(
+            text.lines()
+                .find_map(|l| l.strip_prefix("Mode: ").map(|m| m.trim().to_string())),
+        )
     };
     tokio::time::timeout(STATUS_TIMEOUT, ask)
         .await
@@ -415,7 +505,7 @@ mod tests {
 
     #[test]
     fn the_config_serves_on_loopback_with_short_sessions_and_srvr() {
-        let cfg = zoo_cfg(Path::new("/d"), 7);
+        let cfg = zoo_cfg(Path::new("/d"), 7, &[(1, 8, 9)]);
         assert!(
             cfg.contains("clientPort=7\nclientPortAddress=127.0.0.1\n"),
             "{cfg}"
@@ -424,5 +514,11 @@ mod tests {
         assert!(cfg.contains("admin.enableServer=false"), "{cfg}");
         assert!(cfg.contains("4lw.commands.whitelist=srvr"), "{cfg}");
         assert!(cfg.contains("dataDir=/d/data\n"), "{cfg}");
+        assert!(!cfg.contains("server."), "standalone: {cfg}");
+        let three = zoo_cfg(Path::new("/d"), 7, &[(1, 8, 9), (2, 10, 11), (3, 12, 13)]);
+        assert!(
+            three.contains("server.1=lock-1:8:9\nserver.2=lock-2:10:11\nserver.3=lock-3:12:13\n"),
+            "{three}"
+        );
     }
 }

@@ -13,6 +13,11 @@ pub struct ZkLock {
     client: Option<zk::Client>,
     /// This session's node under the lock path (its name) and its `czxid`, once created.
     mine: Option<(String, i64)>,
+    /// The name of a create whose answer never came (a timeout): the node may exist, and the
+    /// next attempt adopts it rather than queue behind its own orphan (Curator's "protected"
+    /// create; an ensemble's follower forwards the create to the leader, and under load the
+    /// answer can come after the mover's timeout).
+    pending: Option<String>,
 }
 
 /// A ZooKeeper error in the routing db's terms. A session the ensemble expired is no outage:
@@ -56,6 +61,7 @@ impl ZkLock {
             timeout,
             client: None,
             mine: None,
+            pending: None,
         }
     }
 
@@ -72,6 +78,7 @@ impl ZkLock {
             // The ensemble ended the session: its node is gone with it.
             self.client = None;
             self.mine = None;
+            self.pending = None;
         }
         let connecting = zk::Client::connector()
             .with_session_timeout(Duration::from_millis(lease_ms.max(1)))
@@ -109,6 +116,7 @@ impl ZkLock {
                 if e == zk::Error::SessionExpired {
                     self.client = None;
                     self.mine = None;
+                    self.pending = None;
                 }
                 Err(sort(e))
             }
@@ -139,8 +147,15 @@ impl ZkLock {
         wait: Duration,
     ) -> Result<Option<i64>, DbError> {
         let dir = self.path.clone();
+        if self.mine.is_none() && self.pending.is_some() {
+            self.mine = self.adopt(lease_ms).await?;
+        }
         if self.mine.is_none() {
-            let name = format!("{holder}-{:08x}{ZK_LOCK_MARK}", rand_id());
+            let name = self
+                .pending
+                .clone()
+                .unwrap_or_else(|| format!("{holder}-{:08x}{ZK_LOCK_MARK}", rand_id()));
+            self.pending = Some(name.clone());
             let prefix = format!("{dir}/{name}");
             let data = holder.as_bytes().to_vec();
             let (stat, seq) = self
@@ -152,6 +167,7 @@ impl ZkLock {
                 .await?;
             // ZooKeeper appends the sequence as ten digits.
             self.mine = Some((format!("{name}{:010}", seq.into_i64()), stat.czxid));
+            self.pending = None;
         }
         let (me, czxid) = self.mine.clone().expect("created above");
         let children = self
@@ -180,6 +196,28 @@ impl ZkLock {
             let _ = tokio::time::timeout(wait, watcher.changed()).await;
         }
         Ok(None)
+    }
+
+    /// The node an unanswered create made, if it exists: its name and `czxid`.
+    async fn adopt(&mut self, lease_ms: u64) -> Result<Option<(String, i64)>, DbError> {
+        let Some(name) = self.pending.clone() else {
+            return Ok(None);
+        };
+        let dir = self.path.clone();
+        let found = self
+            .call(lease_ms, |c| async move {
+                let children = c.list_children(&dir).await?;
+                let Some(child) = children.into_iter().find(|c| c.starts_with(&name)) else {
+                    return Ok(None);
+                };
+                let stat = c.check_stat(&format!("{dir}/{child}")).await?;
+                Ok(stat.map(|s| (child, s.czxid)))
+            })
+            .await?;
+        if found.is_some() {
+            self.pending = None;
+        }
+        Ok(found)
     }
 
     /// The session still holds the node: its data written again (`holder`), a call the
