@@ -430,14 +430,14 @@ fn landed(history: &str, f: &str, target: &str) -> serde_json::Value {
 /// A pause of `lock` on docker is a SIGSTOP of the server's own process (not of its
 /// container's supervisor, nor the engine's freezer: a kill(2), not an engine call); its
 /// resume lands; a kill (SIGKILL of the server through the supervisor) and the restart after
-/// it land too; for etcd and for Redis.
+/// it land too; for etcd, Redis and ZooKeeper (its JVM).
 #[test]
 fn a_pause_and_a_kill_of_lock_land_on_its_server_in_the_container() {
     let _one = ONE_AT_A_TIME.lock().unwrap_or_else(|e| e.into_inner());
     let dir = tempdir("lock-faults");
     let path = dir.join("lock-faults.toml");
     std::fs::write(&path, LOCK_FAULTS).expect("write the scenario");
-    for service in ["etcd", "redis"] {
+    for service in ["etcd", "redis", "zookeeper"] {
         let Some((o, _)) = on_docker(&path.display().to_string(), &["--lock", service], "valid")
         else {
             return;

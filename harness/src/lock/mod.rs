@@ -375,9 +375,7 @@ impl LockServer {
                 anyhow::bail!("not an etcd member as a local process")
             }
             LockServer::Zk(_) => anyhow::bail!("not an etcd member"),
-            LockServer::ZkDocker(_) => anyhow::bail!(
-                "a pause or kill of the ZooKeeper member in its container is not built yet (stop and crash are): use the process backend"
-            ),
+            LockServer::ZkDocker(_) => anyhow::bail!("not an etcd member"),
         }
     }
 
@@ -445,6 +443,7 @@ impl LockServer {
         match self {
             LockServer::EtcdDocker(e) => return e.pause_member(node, pause).await,
             LockServer::RedisDocker(r) => return r.pause_member(pause).await,
+            LockServer::ZkDocker(z) => return z.pause_member(pause).await,
             LockServer::Redis(r) => r.pause_member(pause)?,
             LockServer::Zk(z) => z.pause_member(node, pause)?,
             _ => self.etcd()?.pause_member(node, pause)?,

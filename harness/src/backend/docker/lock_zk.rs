@@ -29,6 +29,9 @@ pub struct DockerZk {
     /// observer's path: no docker-proxy between it and the harness), else None.
     direct: Option<String>,
     running: bool,
+    /// Its supervisor and the JVM under it, signalled from this host (a pause is a SIGSTOP of
+    /// the JVM, not of the container).
+    sup: super::supervised::Supervised,
     log_path: PathBuf,
     version: String,
     /// Real time from the container's creation (or a start signal) to its first `srvr` answer
@@ -82,6 +85,7 @@ impl DockerZk {
             .start()
             .await
             .map_err(|e| anyhow::anyhow!("start the lock container ({image}): {e}"))?;
+        let sup = super::supervised::Supervised::new(&engine.docker, container.id(), "java").await;
         let mut zk = DockerZk {
             docker: engine.docker.clone(),
             id: container.id().to_string(),
@@ -91,6 +95,7 @@ impl DockerZk {
             host_port,
             direct: None,
             running: true,
+            sup,
             log_path: log_dir.join(format!("{MEMBER}.log")),
             version: String::new(),
             started_in: Duration::ZERO,
@@ -171,33 +176,29 @@ impl DockerZk {
         )
     }
 
+    /// The nemesis's pause (SIGSTOP of the JVM's own process) or resume (SIGCONT); how.
+    pub async fn pause_member(&mut self, pause: bool) -> anyhow::Result<&'static str> {
+        if !self.running {
+            anyhow::bail!("the zookeeper member is not running");
+        }
+        self.sup.pause(pause).await
+    }
+
     /// The nemesis's stop: SIGTERM to the JVM (`Fast`) or SIGKILL (`Immediate`, a crash),
     /// through the container's supervisor; the container, its address and its data kept.
     /// Returns when the member no longer answers.
+    /// A paused JVM is resumed first, so it acts on the stop.
     pub async fn stop_member(&mut self, mode: StopMode) -> anyhow::Result<()> {
         if !self.running {
             anyhow::bail!("the zookeeper member is not running");
         }
-        let sig = match mode {
-            StopMode::Fast => "SIGUSR1",
-            StopMode::Immediate => "SIGUSR2",
-        };
-        bounded(
-            &format!("send {sig} to the lock container"),
-            signal(&self.docker, &self.id, sig),
-        )
-        .await?;
+        let exited = self.sup.stop(mode).await?;
         let began = Instant::now();
-        let mut sent = Instant::now();
         let addr = self.client_addr();
-        while answers(&addr).await {
-            if sent.elapsed() > RESIGNAL {
-                let _ = signal(&self.docker, &self.id, sig).await;
-                sent = Instant::now();
-            }
+        while !exited && answers(&addr).await {
             if began.elapsed() > STOP_TIMEOUT {
                 anyhow::bail!(
-                    "zookeeper in container {} still answers {} s after {sig}",
+                    "zookeeper in container {} still answers {} s after its stop",
                     self.name,
                     STOP_TIMEOUT.as_secs()
                 );
