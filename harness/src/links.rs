@@ -106,6 +106,15 @@ impl Links {
         Ok(info.listen)
     }
 
+    /// Forward `link` to `upstream` from now on (Redis's floating address after a promotion).
+    pub async fn set_upstream(&self, link: &str, upstream: &str) -> anyhow::Result<()> {
+        self.client
+            .set_upstream(&proxy_name(link), upstream)
+            .await
+            .map_err(|e| anyhow::anyhow!("re-point {link} to {upstream}: {e}"))?;
+        Ok(())
+    }
+
     /// Make one call through the client before the scenario clock starts: its first call sets
     /// up the blocking HTTP client (about 8 ms here), which would otherwise delay the faults
     /// due at the scenario's start and so the movers' start.

@@ -158,6 +158,7 @@ impl StoryFold {
             "copy" | "delete" => self.shard_work(&e),
             "exit" | "restart" => self.supervision(&e),
             "trigger" | "trigger-unfired" => self.trigger(&e),
+            "promote" => self.promotion(&e),
             "pay" | "write-object" | "flip" => self.designs_work(&e),
             _ => false,
         };
@@ -405,6 +406,35 @@ impl StoryFold {
             format!("it sets off the fault on {target}")
         };
         self.tell(e.t, format!("trigger: {moment} comes; {to}"));
+        true
+    }
+
+    /// The harness's sentinel promoting Redis's replica: who is the primary now, and what it
+    /// held of the lock (a replica that never received the key hands the lock out again).
+    fn promotion(&mut self, e: &Event) -> bool {
+        if e.p != "sentinel" {
+            return false;
+        }
+        let given = |k: &str| Some(e.s(k)).filter(|v| !v.is_empty() && v != "null");
+        let text = match (e.op.kind, given("target")) {
+            (OpType::Ok, Some(target)) => {
+                let from = given("from").unwrap_or_else(|| "the primary".into());
+                let key = match given("holder") {
+                    Some(h) => format!("holding {h}'s lock key"),
+                    None => "without the lock key".to_string(),
+                };
+                let counter = match given("counter") {
+                    Some(c) => format!("its token counter at {c}"),
+                    None => "no token counter".to_string(),
+                };
+                format!(
+                    "sentinel: {from} silent for {} s; promotes {target} (REPLICAOF NO ONE), {key}, {counter}; box-*->lock now reach {target}",
+                    e.s("promote_after_s")
+                )
+            }
+            _ => format!("sentinel: the promotion did NOT take: {}", e.s("error")),
+        };
+        self.tell(e.t, text);
         true
     }
 

@@ -33,19 +33,42 @@ pub fn is_lock_node(node: &str) -> bool {
     node == LOCK_NODE || node.starts_with("lock-")
 }
 
-/// `[lock]`: which service holds the lease, and how many members it has.
-#[derive(Debug, Clone, Serialize, Deserialize, PartialEq, Eq)]
+/// The replica's node name (`[lock] replica = true`): Redis's asynchronous replica of `lock`.
+pub const LOCK_REPLICA: &str = "lock-2";
+
+/// `[lock]`: which service holds the lease, how many members it has, and (Redis) whether the
+/// primary has an asynchronous replica the harness promotes on the primary's silence.
+#[derive(Debug, Clone, Serialize, Deserialize, PartialEq)]
 #[serde(deny_unknown_fields, default)]
 pub struct LockSection {
     pub service: LockKind,
     pub members: u8,
+    /// Redis: a replica `lock-2` (REPLICAOF `lock`, its replication through the link
+    /// `lock-2->lock`), promoted by the harness's sentinel.
+    #[serde(skip_serializing_if = "std::ops::Not::not")]
+    pub replica: bool,
+    /// How long (scenario seconds) the primary must fail to answer the sentinel's PING before
+    /// the sentinel promotes the replica (Sentinel's `down-after-milliseconds`).
+    #[serde(skip_serializing_if = "is_default_promote")]
+    pub promote_after_s: f64,
 }
+
+/// The sentinel's default silence before a promotion, scenario seconds.
+pub const PROMOTE_AFTER_S: f64 = 2.0;
+
+fn is_default_promote(s: &f64) -> bool {
+    *s == PROMOTE_AFTER_S
+}
+
+impl Eq for LockSection {}
 
 impl Default for LockSection {
     fn default() -> Self {
         LockSection {
             service: LockKind::Claims,
             members: 1,
+            replica: false,
+            promote_after_s: PROMOTE_AFTER_S,
         }
     }
 }
@@ -66,9 +89,36 @@ impl LockSection {
         }
     }
 
+    /// The replica's node name when the service has one (`lock-2`).
+    pub fn replica_name(&self) -> Option<&'static str> {
+        (self.replica && self.service == LockKind::Redis).then_some(LOCK_REPLICA)
+    }
+
     /// What a scenario may not ask of this service; `(field, message)`.
     pub fn check(&self, lease_real_ms: u64, election_unique: bool) -> Result<(), (String, String)> {
         let field = |f: &str, m: String| Err((format!("lock.{f}"), m));
+        if self.replica && self.service != LockKind::Redis {
+            return field(
+                "replica",
+                format!("true: a replica the harness promotes is built for service = \"redis\" (got {}); etcd and ZooKeeper replicate by consensus: use members = 3 for etcd", self.service.name()),
+            );
+        }
+        if self.replica && self.members != 1 {
+            return field(
+                "replica",
+                "true: Redis runs one primary and one replica (lock, lock-2); drop members"
+                    .to_string(),
+            );
+        }
+        if !(self.promote_after_s > 0.0 && self.promote_after_s <= 86_400.0) {
+            return field(
+                "promote_after_s",
+                format!(
+                    "must be above 0 and at most 86400 scenario seconds (got {})",
+                    self.promote_after_s
+                ),
+            );
+        }
         if self.members != 1 && self.members != 3 {
             return field("members", format!("must be 1 or 3 (got {})", self.members));
         }
@@ -255,9 +305,12 @@ impl LockServer {
             (LockKind::Etcd, BackendKind::Docker) => LockServer::EtcdDocker(
                 crate::backend::docker::DockerEtcd::start(run_id, log_dir).await?,
             ),
-            (LockKind::Redis, BackendKind::Process) => {
-                LockServer::Redis(RedisServer::plan(run_id, log_dir).await?)
-            }
+            (LockKind::Redis, BackendKind::Process) => LockServer::Redis(
+                RedisServer::plan(run_id, log_dir, section.replica_name()).await?,
+            ),
+            (LockKind::Redis, BackendKind::Docker) if section.replica => anyhow::bail!(
+                "--lock-replica: Redis with a replica runs on the process backend only for now: drop --backend docker"
+            ),
             (LockKind::Redis, BackendKind::Docker) => LockServer::RedisDocker(
                 crate::backend::docker::DockerRedis::start(run_id, log_dir).await?,
             ),
@@ -292,6 +345,7 @@ impl LockServer {
                 .find(|(n, _)| n == node)
                 .map(|(_, a)| a),
             LockServer::EtcdDocker(e) => (node == LOCK_NODE).then(|| e.upstream()),
+            // The floating address: `lock` is whichever member is the primary now.
             LockServer::Redis(r) => (node == LOCK_NODE).then(|| r.addr()),
             LockServer::RedisDocker(r) => (node == LOCK_NODE).then(|| r.upstream()),
             LockServer::Zk(z) => z
@@ -315,7 +369,13 @@ impl LockServer {
                     .join(","),
             ),
             LockServer::EtcdDocker(e) => Some(e.observe_addr()),
-            LockServer::Redis(r) => Some(r.addr()),
+            LockServer::Redis(r) => Some(
+                r.addrs()
+                    .into_iter()
+                    .map(|(_, a)| a)
+                    .collect::<Vec<_>>()
+                    .join(","),
+            ),
             LockServer::RedisDocker(r) => Some(r.observe_addr()),
             LockServer::Zk(z) => Some(
                 z.client_addrs()
@@ -332,10 +392,18 @@ impl LockServer {
         match self {
             LockServer::RoutingDb
             | LockServer::EtcdDocker(_)
-            | LockServer::Redis(_)
             | LockServer::RedisDocker(_)
             | LockServer::Zk(_) => vec![],
             LockServer::Etcd(e) => e.peer_links(),
+            LockServer::Redis(r) => r.peer_links(),
+        }
+    }
+
+    /// Redis with a replica: the service as the sentinel finds it.
+    pub fn redis_mut(&mut self) -> Option<&mut RedisServer> {
+        match self {
+            LockServer::Redis(r) => Some(r),
+            _ => None,
         }
     }
 
@@ -382,9 +450,8 @@ impl LockServer {
         match self {
             LockServer::RoutingDb => false,
             LockServer::Etcd(e) => e.has(node),
-            LockServer::EtcdDocker(_) | LockServer::Redis(_) | LockServer::RedisDocker(_) => {
-                node == LOCK_NODE
-            }
+            LockServer::Redis(r) => r.has(node),
+            LockServer::EtcdDocker(_) | LockServer::RedisDocker(_) => node == LOCK_NODE,
             LockServer::Zk(z) => z.has(node),
         }
     }
@@ -399,7 +466,7 @@ impl LockServer {
             return e.stop_member(mode).await;
         }
         if let LockServer::Redis(r) = self {
-            return r.stop_member(mode).await;
+            return r.stop_member(node, mode).await;
         }
         if let LockServer::RedisDocker(r) = self {
             return r.stop_member(mode).await;
@@ -416,7 +483,7 @@ impl LockServer {
             return e.start_member().await;
         }
         if let LockServer::Redis(r) = self {
-            return r.start_member().await;
+            return r.start_member(node).await;
         }
         if let LockServer::RedisDocker(r) = self {
             return r.start_member().await;
@@ -430,7 +497,7 @@ impl LockServer {
     /// A nemesis pause (SIGSTOP) or resume (SIGCONT) of member `node`.
     pub fn pause_member(&mut self, node: &str, pause: bool) -> anyhow::Result<()> {
         if let LockServer::Redis(r) = self {
-            return r.pause_member(pause);
+            return r.pause_member(node, pause);
         }
         if let LockServer::Zk(z) = self {
             return z.pause_member(node, pause);
@@ -469,7 +536,7 @@ impl LockServer {
                 std::time::Duration::ZERO
             }
             LockServer::Etcd(e) => e.last_start(node),
-            LockServer::Redis(r) => r.last_start(),
+            LockServer::Redis(r) => r.last_start(node),
             LockServer::Zk(z) => z.last_start(node),
         }
     }
@@ -496,6 +563,7 @@ mod tests {
         let etcd = LockSection {
             service: LockKind::Etcd,
             members: 1,
+            ..Default::default()
         };
         // April: 60 s at 10 ms is 600 real ms: one second needs 16.67 ms per scenario second.
         let s = etcd.time_scale_ms(10.0, 60.0);
@@ -515,6 +583,7 @@ mod tests {
         let advisory = LockSection {
             service: LockKind::Advisory,
             members: 1,
+            ..Default::default()
         };
         let env = box_env(
             &advisory,
@@ -532,6 +601,7 @@ mod tests {
         let etcd = LockSection {
             service: LockKind::Etcd,
             members: 1,
+            ..Default::default()
         };
         let env = box_env(&etcd, "job", 1000, "", &["127.0.0.1:7".into()]);
         assert_eq!(env[1].1, "http://127.0.0.1:7");
@@ -539,6 +609,7 @@ mod tests {
         let redis = LockSection {
             service: LockKind::Redis,
             members: 1,
+            ..Default::default()
         };
         let env = box_env(&redis, "job", 600, "", &["127.0.0.1:7".into()]);
         assert_eq!(env[0].1, "redis");
@@ -565,17 +636,20 @@ mod tests {
         let three = LockSection {
             service: LockKind::Etcd,
             members: 3,
+            ..Default::default()
         };
         assert!(three.check(1000, false).is_ok());
         assert_eq!(three.member_names(), ["lock-1", "lock-2", "lock-3"]);
         let advisory = LockSection {
             service: LockKind::Advisory,
             members: 3,
+            ..Default::default()
         };
         assert!(advisory.check(600, false).is_err());
         let two = LockSection {
             service: LockKind::Etcd,
             members: 2,
+            ..Default::default()
         };
         assert!(two.check(1000, false).is_err());
         let mut down = FaultKind::Down {
@@ -594,6 +668,7 @@ mod tests {
         let one = LockSection {
             service: LockKind::Etcd,
             members: 1,
+            ..Default::default()
         };
         assert_eq!(one.member_names(), ["lock"]);
         alias_routing(&one, &mut stop).unwrap();
@@ -606,6 +681,7 @@ mod tests {
         let zk = LockSection {
             service: LockKind::Zookeeper,
             members: 1,
+            ..Default::default()
         };
         let env = box_env(
             &zk,
@@ -626,6 +702,7 @@ mod tests {
         let three = LockSection {
             service: LockKind::Zookeeper,
             members: 3,
+            ..Default::default()
         };
         assert!(three.check(200, false).is_err());
     }
