@@ -20,6 +20,9 @@ pub struct Links {
     downed: Mutex<BTreeSet<String>>,
     /// Node -> the links cut while it is stopped.
     cut: Mutex<BTreeMap<String, Vec<String>>>,
+    /// Links re-pointed to another node than the one their name says (a floating address
+    /// moved: `box-2->lock` forwarding to `lock-2`): link -> node.
+    moved: Mutex<BTreeMap<String, String>>,
     pub api: String,
     /// The proxy container's link events (`chaos proxy --events`), when the proxy is one.
     events: Option<String>,
@@ -67,6 +70,7 @@ impl Links {
             listen: Mutex::new(BTreeMap::new()),
             downed: Mutex::new(BTreeSet::new()),
             cut: Mutex::new(BTreeMap::new()),
+            moved: Mutex::new(BTreeMap::new()),
             api,
             events: None,
         })
@@ -106,12 +110,31 @@ impl Links {
         Ok(info.listen)
     }
 
-    /// Forward `link` to `upstream` from now on (Redis's floating address after a promotion).
-    pub async fn set_upstream(&self, link: &str, upstream: &str) -> anyhow::Result<()> {
+    /// Forward `link` to `node` at `upstream` from now on (Redis's floating address after a
+    /// promotion): a stop of `node` cuts it from then on, not one of the node its name says;
+    /// cut because that node was stopped, it opens again (unless a `down` holds it).
+    pub async fn repoint(&self, link: &str, node: &str, upstream: &str) -> anyhow::Result<()> {
         self.client
             .set_upstream(&proxy_name(link), upstream)
             .await
             .map_err(|e| anyhow::anyhow!("re-point {link} to {upstream}: {e}"))?;
+        self.moved
+            .lock()
+            .unwrap()
+            .insert(link.to_string(), node.to_string());
+        let was_cut = {
+            let mut cut = self.cut.lock().unwrap();
+            let mut found = false;
+            for links in cut.values_mut() {
+                let before = links.len();
+                links.retain(|l| l != link);
+                found |= links.len() != before;
+            }
+            found
+        };
+        if was_cut && !self.downed.lock().unwrap().contains(link) {
+            self.client.up(&proxy_name(link)).await?;
+        }
         Ok(())
     }
 
@@ -180,11 +203,15 @@ impl Links {
 
     /// Every link to `node`.
     fn links_to(&self, node: &str) -> Vec<String> {
+        let moved = self.moved.lock().unwrap().clone();
         self.listen
             .lock()
             .unwrap()
             .keys()
-            .filter(|l| link_target(l) == node)
+            .filter(|l| match moved.get(*l) {
+                Some(to) => to == node,
+                None => link_target(l) == node,
+            })
             .cloned()
             .collect()
     }

@@ -418,18 +418,18 @@ impl StoryFold {
         let given = |k: &str| Some(e.s(k)).filter(|v| !v.is_empty() && v != "null");
         let text = match (e.op.kind, given("target")) {
             (OpType::Ok, Some(target)) => {
-                let from = given("from").unwrap_or_else(|| "the primary".into());
+                let why = given("why").unwrap_or_else(|| "the primary went silent".into());
                 let key = match given("holder") {
                     Some(h) => format!("holding {h}'s lock key"),
                     None => "without the lock key".to_string(),
                 };
-                let counter = match given("counter") {
+                // The promoted member's counter (`token`: a field the history's view keeps).
+                let counter = match given("token") {
                     Some(c) => format!("its token counter at {c}"),
                     None => "no token counter".to_string(),
                 };
                 format!(
-                    "sentinel: {from} silent for {} s; promotes {target} (REPLICAOF NO ONE), {key}, {counter}; box-*->lock now reach {target}",
-                    e.s("promote_after_s")
+                    "sentinel: {why}; promotes {target} (REPLICAOF NO ONE), {key}, {counter}; box-*->lock now reach {target}"
                 )
             }
             _ => format!("sentinel: the promotion did NOT take: {}", e.s("error")),

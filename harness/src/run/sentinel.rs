@@ -121,7 +121,7 @@ async fn promote(w: &Watching, silent: Duration) {
     let mut failed = Vec::new();
     for b in &w.boxes {
         let link = chaos_nemesis::Link::name(b, LOCK_NODE);
-        match w.links.set_upstream(&link, &addr).await {
+        match w.links.repoint(&link, &node, &addr).await {
             Ok(()) => moved.push(link),
             Err(e) => failed.push(e.to_string()),
         }
@@ -132,6 +132,9 @@ async fn promote(w: &Watching, silent: Duration) {
     v["from"] = json!(old);
     v["holder"] = json!(holder);
     v["counter"] = json!(counter);
+    // `token` and `why` are fields the story reads (the history's view keeps known keys).
+    v["token"] = json!(counter);
+    v["why"] = json!(format!("{old} silent for {} s", w.after_s));
     v["links"] = json!(moved);
     if !failed.is_empty() {
         v["error"] = json!(failed.join("; "));
