@@ -417,20 +417,9 @@ impl StoryFold {
         }
         let given = |k: &str| Some(e.s(k)).filter(|v| !v.is_empty() && v != "null");
         let text = match (e.op.kind, given("target")) {
+            // The promoted member's counter is `token`: a field the history's view keeps.
             (OpType::Ok, Some(target)) => {
-                let why = given("why").unwrap_or_else(|| "the primary went silent".into());
-                let key = match given("holder") {
-                    Some(h) => format!("holding {h}'s lock key"),
-                    None => "without the lock key".to_string(),
-                };
-                // The promoted member's counter (`token`: a field the history's view keeps).
-                let counter = match given("token") {
-                    Some(c) => format!("its token counter at {c}"),
-                    None => "no token counter".to_string(),
-                };
-                format!(
-                    "sentinel: {why}; promotes {target} (REPLICAOF NO ONE), {key}, {counter}; box-*->lock now reach {target}"
-                )
+                promotion_line(given("why"), &target, given("holder"), given("token"))
             }
             _ => format!("sentinel: the promotion did NOT take: {}", e.s("error")),
         };
@@ -539,6 +528,25 @@ pub fn lock_note(meta: &RunMeta) -> Option<&'static str> {
         ),
         _ => None,
     }
+}
+
+/// The sentinel's promotion of Redis's replica, in the story's words (report.html says it too).
+pub(crate) fn promotion_line(
+    why: Option<String>,
+    target: &str,
+    holder: Option<String>,
+    counter: Option<String>,
+) -> String {
+    let why = why.unwrap_or_else(|| "the primary went silent".into());
+    let key = match holder {
+        Some(h) => format!("holding {h}'s lock key"),
+        None => "without the lock key".to_string(),
+    };
+    let counter = match counter {
+        Some(c) => format!("its token counter at {c}"),
+        None => "no token counter".to_string(),
+    };
+    format!("sentinel: {why}; promotes {target} (REPLICAOF NO ONE), {key}, {counter}; box-*->lock now reach {target}")
 }
 
 /// A scenario time that saturates rather than overflows for an absurd `time_ns`.

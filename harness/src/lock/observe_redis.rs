@@ -273,8 +273,13 @@ pub(super) async fn redis_watch(sink: Sink, addrs: Vec<String>, key: String) {
         };
         // The counter as this server has it now (a restarted one may have forgotten it).
         let counter_now = now.token;
-        if replicated && !state.holds(now.holder.as_deref()) {
-            state.forget(&sink, wall_ns()).await;
+        if replicated {
+            if !state.holds(now.holder.as_deref()) {
+                state.forget(&sink, wall_ns()).await;
+            }
+            // This server's counter is its own (a promoted replica's may be behind the old
+            // primary's): a value read now is the grant's, not one seen before.
+            state.counter = None;
         }
         if now.holder.is_some() {
             state.on_key(&sink, "set", wall_ns(), Some(now)).await;
