@@ -117,6 +117,8 @@ async fn promote(w: &Watching, silent: Duration) {
             return;
         }
     };
+    // What the promoted member holds at its promotion, before any box can reach it.
+    let (holder, counter) = held(&addr, &w.key).await;
     let mut moved = Vec::new();
     let mut failed = Vec::new();
     for b in &w.boxes {
@@ -126,7 +128,6 @@ async fn promote(w: &Watching, silent: Duration) {
             Err(e) => failed.push(e.to_string()),
         }
     }
-    let (holder, counter) = held(&addr, &w.key).await;
     let mut v = base;
     v["target"] = json!(node);
     v["from"] = json!(old);
