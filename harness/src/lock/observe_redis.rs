@@ -241,7 +241,12 @@ pub(super) async fn redis_watch(sink: Sink, addrs: Vec<String>, key: String) {
     let mut state = RedisState::default();
     let replicated = addrs.len() > 1;
     let mut tasks = tokio::task::JoinSet::new();
-    let mut roles = ask_roles(&addrs, &mut tasks);
+    // One server: no roles to ask (the receiver of a sender dropped at once, never read).
+    let mut roles = if replicated {
+        ask_roles(&addrs, &mut tasks)
+    } else {
+        tokio::sync::watch::channel(Vec::new()).1
+    };
     let mut follow = 0;
     loop {
         if replicated {
