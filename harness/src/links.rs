@@ -23,6 +23,9 @@ pub struct Links {
     downed: Mutex<BTreeSet<String>>,
     /// Node -> the links cut while it is stopped.
     cut: Mutex<BTreeMap<String, Vec<String>>>,
+    /// Links re-pointed to another node than the one their name says (a floating address
+    /// moved: `box-2->lock` forwarding to `lock-2`): link -> node.
+    moved: Mutex<BTreeMap<String, String>>,
     pub api: String,
     /// The proxy container's link events (`chaos proxy --events`), when the proxy is one.
     events: Option<String>,
@@ -71,6 +74,7 @@ impl Links {
             more: Mutex::new(BTreeMap::new()),
             downed: Mutex::new(BTreeSet::new()),
             cut: Mutex::new(BTreeMap::new()),
+            moved: Mutex::new(BTreeMap::new()),
             api,
             events: None,
         })
@@ -137,6 +141,34 @@ impl Links {
             out.extend(more.iter().cloned());
         }
         out
+    }
+
+    /// Forward `link` to `node` at `upstream` from now on (Redis's floating address after a
+    /// promotion): a stop of `node` cuts it from then on, not one of the node its name says;
+    /// cut because that node was stopped, it opens again (unless a `down` holds it).
+    pub async fn repoint(&self, link: &str, node: &str, upstream: &str) -> anyhow::Result<()> {
+        self.client
+            .set_upstream(&proxy_name(link), upstream)
+            .await
+            .map_err(|e| anyhow::anyhow!("re-point {link} to {upstream}: {e}"))?;
+        self.moved
+            .lock()
+            .unwrap()
+            .insert(link.to_string(), node.to_string());
+        let was_cut = {
+            let mut cut = self.cut.lock().unwrap();
+            let mut found = false;
+            for links in cut.values_mut() {
+                let before = links.len();
+                links.retain(|l| l != link);
+                found |= links.len() != before;
+            }
+            found
+        };
+        if was_cut && !self.downed.lock().unwrap().contains(link) {
+            self.client.up(&proxy_name(link)).await?;
+        }
+        Ok(())
     }
 
     /// Make one call through the client before the scenario clock starts: its first call sets
@@ -209,11 +241,15 @@ impl Links {
 
     /// Every link to `node`.
     fn links_to(&self, node: &str) -> Vec<String> {
+        let moved = self.moved.lock().unwrap().clone();
         self.listen
             .lock()
             .unwrap()
             .keys()
-            .filter(|l| link_target(l) == node)
+            .filter(|l| match moved.get(*l) {
+                Some(to) => to == node,
+                None => link_target(l) == node,
+            })
             .cloned()
             .collect()
     }

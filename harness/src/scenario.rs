@@ -522,12 +522,18 @@ pub fn validate(
 fn topology_of(file: &ScenarioFile) -> Topology {
     match file.system {
         System::Failover => crate::failover::settings::topology(),
-        _ if file.lock.has_node() => Topology::with_lock(
-            file.cluster.boxes,
-            file.cluster.shards,
-            &file.lock.member_names(),
-            &[crate::lock::LOCK_LEADER],
-        ),
+        _ if file.lock.has_node() => {
+            let t = Topology::with_lock(
+                file.cluster.boxes,
+                file.cluster.shards,
+                &file.lock.member_names(),
+                &[crate::lock::LOCK_LEADER],
+            );
+            match file.lock.replica_name() {
+                Some(replica) => t.with_replica(crate::lock::LOCK_NODE, replica),
+                None => t,
+            }
+        }
         _ => Topology::new(file.cluster.boxes, file.cluster.shards),
     }
 }

@@ -1,4 +1,4 @@
-//! Redis as the lock service (issue 35): the GC-pause seed with the lease in a real redis-server 7.0, held by the reference mover (`SET NX PX` and `INCR` in one script) and by a mover built on python3-redis's stock `Lock`; grants read from the server's keyspace notifications. Lease only loses data (or accepts a stale write), fenced by the `INCR` token refuses it; each stored run is re-judged by `chaos check`; a SIGINT mid-run leaves no redis-server.
+//! Redis as the lock service (issue 35): a primary with a replica that forms, replicates through its link and is promoted without what it missed; redis-failover (the promoted replica hands the lock out again: overlapping grants); the GC-pause seed with the lease in a real redis-server 7.0, held by the reference mover (`SET NX PX` and `INCR` in one script) and by a mover built on python3-redis's stock `Lock`; grants read from the server's keyspace notifications. Lease only loses data (or accepts a stale write), fenced by the `INCR` token refuses it; each stored run is re-judged by `chaos check`; a SIGINT mid-run leaves no redis-server.
 
 mod common;
 #[path = "support/figures.rs"]
@@ -210,4 +210,171 @@ fn sigint_mid_run_stops_the_redis_server() {
     let status = child.wait().unwrap();
     assert_eq!(status.code(), Some(3), "interrupted: {rest:?}");
     assert_none_left(&needle, 10);
+}
+
+/// `key`'s value on the server at `addr` (None: absent or no answer).
+async fn get(addr: &str, key: &str) -> Option<String> {
+    let client = redis::Client::open(format!("redis://{addr}")).ok()?;
+    let mut c = client.get_multiplexed_async_connection().await.ok()?;
+    redis::cmd("GET").arg(key).query_async(&mut c).await.ok()?
+}
+
+async fn set(addr: &str, key: &str, value: &str) {
+    let client = redis::Client::open(format!("redis://{addr}")).unwrap();
+    let mut c = client.get_multiplexed_async_connection().await.unwrap();
+    let _: () = redis::cmd("SET")
+        .arg(key)
+        .arg(value)
+        .query_async(&mut c)
+        .await
+        .unwrap();
+}
+
+/// `ROLE`'s first word on the server at `addr`.
+async fn role(addr: &str) -> String {
+    let client = redis::Client::open(format!("redis://{addr}")).unwrap();
+    let mut c = client.get_multiplexed_async_connection().await.unwrap();
+    let r: Vec<redis::Value> = redis::cmd("ROLE").query_async(&mut c).await.unwrap();
+    match r.first() {
+        Some(redis::Value::BulkString(b)) => String::from_utf8_lossy(b).into_owned(),
+        other => format!("{other:?}"),
+    }
+}
+
+/// `[lock] replica = true`: the replica forms through the proxy's `lock-2->lock` link and
+/// receives the primary's writes; with that link down a write stays on the primary; promoted
+/// (`REPLICAOF NO ONE`), the replica is a primary without it, and `lock` is now forwarded to it.
+#[test]
+fn the_replica_forms_through_its_link_replicates_and_is_promoted_without_what_it_missed() {
+    use chaos_harness::links::Links;
+    use chaos_harness::lock::{LockKind, LockSection, LockServer};
+    let _one = one_at_a_time();
+    let logs = temp_dir("redis-replica");
+    let run_id = format!("test-redis-replica-{}", std::process::id());
+    let rt = tokio::runtime::Runtime::new().unwrap();
+    rt.block_on(async {
+        let section = LockSection {
+            service: LockKind::Redis,
+            replica: true,
+            ..Default::default()
+        };
+        let backend = chaos_harness::backend::BackendKind::Process;
+        let mut lock = LockServer::plan(&section, backend, &run_id, &logs)
+            .await
+            .unwrap();
+        let links = Links::start(None).await.unwrap();
+        let peers = lock.peer_links();
+        let names: Vec<&str> = peers.iter().map(|p| p.0.as_str()).collect();
+        assert_eq!(names, ["lock->lock-2", "lock-2->lock"]);
+        for (link, listen, upstream) in &peers {
+            links.add(link, listen, upstream).await.unwrap();
+        }
+        lock.launch().await.unwrap();
+        println!(
+            "{}: primary and replica in sync in {:.3} s",
+            lock.describe().unwrap(),
+            lock.started_in().as_secs_f64()
+        );
+        assert!(lock.has("lock") && lock.has("lock-2") && !lock.has("lock-3"));
+        let endpoints = lock.endpoints().unwrap();
+        let (primary, replica) = endpoints.split_once(',').expect("two endpoints");
+        assert_eq!(lock.upstream("lock").as_deref(), Some(primary));
+        assert_eq!(role(replica).await, "slave");
+        set(primary, "before-cut", "box-1").await;
+        let began = Instant::now();
+        while get(replica, "before-cut").await.is_none() {
+            assert!(
+                began.elapsed() < Duration::from_secs(5),
+                "the replica never received the primary's write"
+            );
+            tokio::time::sleep(Duration::from_millis(5)).await;
+        }
+        println!(
+            "replicated in {:.1} ms",
+            began.elapsed().as_secs_f64() * 1000.0
+        );
+        links
+            .down_with(links.client(), "lock-2->lock")
+            .await
+            .unwrap();
+        set(primary, "after-cut", "box-2").await;
+        tokio::time::sleep(Duration::from_millis(300)).await;
+        assert_eq!(
+            get(replica, "after-cut").await,
+            None,
+            "a write with the replication link down stays on the primary"
+        );
+        let r = lock.redis_mut().unwrap();
+        let (node, addr) = r.promote().await.unwrap();
+        assert_eq!((node.as_str(), addr.as_str()), ("lock-2", replica));
+        assert_eq!(role(replica).await, "master");
+        assert_eq!(lock.upstream("lock").as_deref(), Some(replica));
+        assert_eq!(get(replica, "before-cut").await.as_deref(), Some("box-1"));
+        assert_eq!(get(replica, "after-cut").await, None);
+        // The old primary, restarted, comes back as the new primary's replica (lock->lock-2).
+        lock.stop_member("lock", chaos_harness::pg::StopMode::Immediate)
+            .await
+            .unwrap();
+        lock.start_member("lock").await.unwrap();
+        assert_eq!(role(primary).await, "slave");
+        assert_eq!(get(primary, "before-cut").await.as_deref(), Some("box-1"));
+        lock.stop().await;
+        links.shutdown().await;
+    });
+    assert_none_left(&run_id, 10);
+}
+
+/// The history records the sentinel's promotion of lock-2 without the key, and the report's
+/// story names it.
+fn names_the_promotion(r: &Ran) {
+    let history = std::fs::read_to_string(r.dir.join("history.jsonl")).unwrap_or_default();
+    let promoted: Value = history
+        .lines()
+        .find(|l| l.contains("\"sentinel\"") && l.contains("\"promote\""))
+        .map(|l| serde_json::from_str(l).unwrap())
+        .expect("a sentinel promote line in history.jsonl");
+    assert_eq!(promoted["type"], "ok", "{promoted}");
+    assert_eq!(promoted["value"]["target"], "lock-2", "{promoted}");
+    assert_eq!(promoted["value"]["holder"], Value::Null, "{promoted}");
+    let html = std::fs::read_to_string(r.dir.join("report.html")).unwrap_or_default();
+    assert!(
+        html.contains("promotes lock-2 (REPLICAOF NO ONE), without the lock key"),
+        "report.html names the promotion"
+    );
+}
+
+fn failover(extra: &[&str], expect: &str) -> Ran {
+    require_mover();
+    let name = format!("redis-failover{}", extra.join("").replace(['/', ' '], "_"));
+    let (code, dir) = run_scenario(&name, "redis-failover", extra, expect);
+    Ran {
+        outcome: Outcome::read(code, &dir),
+        dir,
+    }
+}
+
+/// redis-failover: the holder's key never reached the replica, the primary crashed, the
+/// sentinel promoted the replica and a second box took the lock there: by the service's own
+/// record two grants at once (an error whatever the movers did), and lease only loses data.
+#[test]
+fn redis_failover_lease_only_is_invalid_with_overlapping_grants() {
+    let r = failover(&[], "invalid");
+    let o = &r.outcome;
+    println!("{}", o.summary());
+    assert_eq!(o.code, Some(0), "verdict: {}", o.verdict);
+    assert_eq!(o.verdict["valid"], "invalid");
+    let classes = o.classes();
+    assert!(
+        classes.iter().any(|c| c == "overlapping-grants"),
+        "the service handed the lock out twice: {classes:?}"
+    );
+    let overlap = o.verdict["anomalies"]
+        .as_array()
+        .into_iter()
+        .flatten()
+        .find(|a| a["class"] == "overlapping-grants")
+        .unwrap();
+    assert_eq!(overlap["severity"], "error", "{overlap}");
+    names_the_promotion(&r);
+    rejudged_the_same(&r);
 }

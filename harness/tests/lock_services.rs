@@ -304,6 +304,7 @@ fn a_member_whose_peer_links_are_down_is_cut_off_from_the_others() {
         let section = LockSection {
             service: LockKind::Etcd,
             members: 3,
+            ..Default::default()
         };
         let backend = chaos_harness::backend::BackendKind::Process;
         let mut lock = LockServer::plan(&section, backend, &run_id, &logs)

@@ -242,6 +242,7 @@ fn three_members_form_an_ensemble_elect_a_leader_and_lock_with_a_follower_stoppe
         let section = LockSection {
             service: LockKind::Zookeeper,
             members: 3,
+            ..Default::default()
         };
         let backend = chaos_harness::backend::BackendKind::Process;
         let mut lock = LockServer::plan(&section, backend, &run_id, &logs)

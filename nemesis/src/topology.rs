@@ -70,6 +70,18 @@ impl Topology {
         t
     }
 
+    /// A replica of member `primary` (Redis's `lock-2`): a node a fault may stop, pause or
+    /// crash, with no link from the boxes (they reach the service at `primary`'s name, a
+    /// floating address) and one link each way with the primary (`lock-2->lock`: the replica's
+    /// replication from the primary; `lock->lock-2`: the same once the roles are swapped).
+    pub fn with_replica(mut self, primary: &str, replica: &str) -> Topology {
+        self.nodes.push(replica.to_string());
+        self.links.push(Link::name(replica, primary));
+        self.links.push(Link::name(primary, replica));
+        self.members.push(replica.to_string());
+        self
+    }
+
     /// A system's own names: its boxes (processes the nemesis may pause or kill), its database
     /// nodes and its links, each `client->node` (the clients are read from the links).
     pub fn with_links(boxes: Vec<String>, nodes: Vec<String>, links: Vec<String>) -> Topology {

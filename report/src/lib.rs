@@ -91,6 +91,13 @@ pub fn render(input: &ReportInput) -> String {
             esc(note)
         );
     }
+    if let Some(line) = promotion(&model, input.events) {
+        let _ = writeln!(
+            page,
+            "<div class=\"banner\"><b>Failover:</b> {}</div>",
+            esc(&line)
+        );
+    }
     finding::figures(&mut page, input, &model);
     timelines(&mut page, &model);
     latencies(&mut page, input);
@@ -103,6 +110,27 @@ pub fn render(input: &ReportInput) -> String {
         count(input.history.events())
     );
     page
+}
+
+/// The harness's sentinel promoting Redis's replica (its `promote` in the `sentinel` lane), in
+/// the story's words.
+fn promotion(model: &Model, events: &dyn EventLookup) -> Option<String> {
+    let lane = model.others.iter().find(|l| l.name == "sentinel")?;
+    let op = events.event(lane.ok.exact.first()?.src)?;
+    if op.f != "promote" {
+        return None;
+    }
+    let given = |k: &str| match op.value.get(k) {
+        None | Some(serde_json::Value::Null) => None,
+        Some(serde_json::Value::String(s)) => Some(s.clone()),
+        Some(v) => Some(v.to_string()),
+    };
+    Some(story::promotion_line(
+        given("why"),
+        &given("target")?,
+        given("holder"),
+        given("counter"),
+    ))
 }
 
 pub(crate) fn validity_word(v: Validity) -> &'static str {

@@ -172,6 +172,7 @@ impl StoryFold {
             "copy" | "delete" => self.shard_work(&e),
             "exit" | "restart" => self.supervision(&e),
             "trigger" | "trigger-unfired" => self.trigger(&e),
+            "promote" => self.promotion(&e),
             "pay" | "write-object" | "flip" => self.designs_work(&e),
             _ => false,
         };
@@ -428,6 +429,24 @@ impl StoryFold {
         true
     }
 
+    /// The harness's sentinel promoting Redis's replica: who is the primary now, and what it
+    /// held of the lock (a replica that never received the key hands the lock out again).
+    fn promotion(&mut self, e: &Event) -> bool {
+        if e.p != "sentinel" {
+            return false;
+        }
+        let given = |k: &str| Some(e.s(k)).filter(|v| !v.is_empty() && v != "null");
+        let text = match (e.op.kind, given("target")) {
+            // The promoted member's counter is `token`: a field the history's view keeps.
+            (OpType::Ok, Some(target)) => {
+                promotion_line(given("why"), &target, given("holder"), given("token"))
+            }
+            _ => format!("sentinel: the promotion did NOT take: {}", e.s("error")),
+        };
+        self.tell(e.t, text);
+        true
+    }
+
     /// A fault: its effect begins when it is invoked (a stopping server refuses at
     /// once); a start counts from when the node accepts connections (it is issued
     /// early); an `info` is a fault that did not take.
@@ -529,6 +548,25 @@ pub fn lock_note(meta: &RunMeta) -> Option<&'static str> {
         ),
         _ => None,
     }
+}
+
+/// The sentinel's promotion of Redis's replica, in the story's words (report.html says it too).
+pub(crate) fn promotion_line(
+    why: Option<String>,
+    target: &str,
+    holder: Option<String>,
+    counter: Option<String>,
+) -> String {
+    let why = why.unwrap_or_else(|| "the primary went silent".into());
+    let key = match holder {
+        Some(h) => format!("holding {h}'s lock key"),
+        None => "without the lock key".to_string(),
+    };
+    let counter = match counter {
+        Some(c) => format!("its token counter at {c}"),
+        None => "no token counter".to_string(),
+    };
+    format!("sentinel: {why}; promotes {target} (REPLICAOF NO ONE), {key}, {counter}; box-*->lock now reach {target}")
 }
 
 /// A scenario time that saturates rather than overflows for an absurd `time_ns`.

@@ -37,19 +37,42 @@ pub fn is_lock_node(node: &str) -> bool {
     node == LOCK_NODE || node.starts_with("lock-")
 }
 
-/// `[lock]`: which service holds the lease, and how many members it has.
-#[derive(Debug, Clone, Serialize, Deserialize, PartialEq, Eq)]
+/// The replica's node name (`[lock] replica = true`): Redis's asynchronous replica of `lock`.
+pub const LOCK_REPLICA: &str = "lock-2";
+
+/// `[lock]`: which service holds the lease, how many members it has, and (Redis) whether the
+/// primary has an asynchronous replica the harness promotes on the primary's silence.
+#[derive(Debug, Clone, Serialize, Deserialize, PartialEq)]
 #[serde(deny_unknown_fields, default)]
 pub struct LockSection {
     pub service: LockKind,
     pub members: u8,
+    /// Redis: a replica `lock-2` (REPLICAOF `lock`, its replication through the link
+    /// `lock-2->lock`), promoted by the harness's sentinel.
+    #[serde(skip_serializing_if = "std::ops::Not::not")]
+    pub replica: bool,
+    /// How long (scenario seconds) the primary must fail to answer the sentinel's PING before
+    /// the sentinel promotes the replica (Sentinel's `down-after-milliseconds`).
+    #[serde(skip_serializing_if = "is_default_promote")]
+    pub promote_after_s: f64,
 }
+
+/// The sentinel's default silence before a promotion, scenario seconds.
+pub const PROMOTE_AFTER_S: f64 = 2.0;
+
+fn is_default_promote(s: &f64) -> bool {
+    *s == PROMOTE_AFTER_S
+}
+
+impl Eq for LockSection {}
 
 impl Default for LockSection {
     fn default() -> Self {
         LockSection {
             service: LockKind::Claims,
             members: 1,
+            replica: false,
+            promote_after_s: PROMOTE_AFTER_S,
         }
     }
 }
@@ -70,9 +93,36 @@ impl LockSection {
         }
     }
 
+    /// The replica's node name when the service has one (`lock-2`).
+    pub fn replica_name(&self) -> Option<&'static str> {
+        (self.replica && self.service == LockKind::Redis).then_some(LOCK_REPLICA)
+    }
+
     /// What a scenario may not ask of this service; `(field, message)`.
     pub fn check(&self, lease_real_ms: u64, election_unique: bool) -> Result<(), (String, String)> {
         let field = |f: &str, m: String| Err((format!("lock.{f}"), m));
+        if self.replica && self.service != LockKind::Redis {
+            return field(
+                "replica",
+                format!("true: a replica the harness promotes is built for service = \"redis\" (got {}); etcd and ZooKeeper replicate by consensus: use members = 3 for etcd", self.service.name()),
+            );
+        }
+        if self.replica && self.members != 1 {
+            return field(
+                "replica",
+                "true: Redis runs one primary and one replica (lock, lock-2); drop members"
+                    .to_string(),
+            );
+        }
+        if !(self.promote_after_s > 0.0 && self.promote_after_s <= 86_400.0) {
+            return field(
+                "promote_after_s",
+                format!(
+                    "must be above 0 and at most 86400 scenario seconds (got {})",
+                    self.promote_after_s
+                ),
+            );
+        }
         if self.members != 1 && self.members != 3 {
             return field("members", format!("must be 1 or 3 (got {})", self.members));
         }
@@ -252,9 +302,12 @@ impl LockServer {
                 crate::backend::docker::DockerEtcd::plan(run_id, log_dir, &section.member_names())
                     .await?,
             ),
-            (LockKind::Redis, BackendKind::Process) => {
-                LockServer::Redis(RedisServer::plan(run_id, log_dir).await?)
-            }
+            (LockKind::Redis, BackendKind::Process) => LockServer::Redis(
+                RedisServer::plan(run_id, log_dir, section.replica_name()).await?,
+            ),
+            (LockKind::Redis, BackendKind::Docker) if section.replica => anyhow::bail!(
+                "--lock-replica: Redis with a replica runs on the process backend only for now: drop --backend docker"
+            ),
             (LockKind::Redis, BackendKind::Docker) => LockServer::RedisDocker(
                 crate::backend::docker::DockerRedis::start(run_id, log_dir).await?,
             ),
@@ -292,6 +345,7 @@ impl LockServer {
                 .find(|(n, _)| n == node)
                 .map(|(_, a)| a),
             LockServer::EtcdDocker(e) => e.upstream(node),
+            // The floating address: `lock` is whichever member is the primary now.
             LockServer::Redis(r) => (node == LOCK_NODE).then(|| r.addr()),
             LockServer::RedisDocker(r) => (node == LOCK_NODE).then(|| r.upstream()),
             LockServer::ZkDocker(z) => (node == LOCK_NODE).then(|| z.upstream()),
@@ -316,7 +370,13 @@ impl LockServer {
                     .join(","),
             ),
             LockServer::EtcdDocker(e) => Some(e.observe_addrs()),
-            LockServer::Redis(r) => Some(r.addr()),
+            LockServer::Redis(r) => Some(
+                r.addrs()
+                    .into_iter()
+                    .map(|(_, a)| a)
+                    .collect::<Vec<_>>()
+                    .join(","),
+            ),
             LockServer::RedisDocker(r) => Some(r.observe_addr()),
             LockServer::ZkDocker(z) => Some(z.observe_addr()),
             LockServer::Zk(z) => Some(
@@ -332,13 +392,19 @@ impl LockServer {
     /// The links between members, each `(link, listen, upstream)` (none for one member).
     pub fn peer_links(&self) -> Vec<(String, String, String)> {
         match self {
-            LockServer::RoutingDb
-            | LockServer::Redis(_)
-            | LockServer::RedisDocker(_)
-            | LockServer::ZkDocker(_) => vec![],
+            LockServer::RoutingDb | LockServer::RedisDocker(_) | LockServer::ZkDocker(_) => vec![],
             LockServer::Etcd(e) => e.peer_links(),
             LockServer::EtcdDocker(e) => e.peer_links(),
             LockServer::Zk(z) => z.peer_links(),
+            LockServer::Redis(r) => r.peer_links(),
+        }
+    }
+
+    /// Redis with a replica: the service as the sentinel finds it.
+    pub fn redis_mut(&mut self) -> Option<&mut RedisServer> {
+        match self {
+            LockServer::Redis(r) => Some(r),
+            _ => None,
         }
     }
 
@@ -385,9 +451,8 @@ impl LockServer {
             LockServer::RoutingDb => false,
             LockServer::Etcd(e) => e.has(node),
             LockServer::EtcdDocker(e) => e.has(node),
-            LockServer::Redis(_) | LockServer::RedisDocker(_) | LockServer::ZkDocker(_) => {
-                node == LOCK_NODE
-            }
+            LockServer::Redis(r) => r.has(node),
+            LockServer::RedisDocker(_) | LockServer::ZkDocker(_) => node == LOCK_NODE,
             LockServer::Zk(z) => z.has(node),
         }
     }
@@ -402,7 +467,7 @@ impl LockServer {
             return e.stop_member(node, mode).await;
         }
         if let LockServer::Redis(r) = self {
-            return r.stop_member(mode).await;
+            return r.stop_member(node, mode).await;
         }
         if let LockServer::RedisDocker(r) = self {
             return r.stop_member(mode).await;
@@ -422,7 +487,7 @@ impl LockServer {
             return e.start_member(node).await;
         }
         if let LockServer::Redis(r) = self {
-            return r.start_member().await;
+            return r.start_member(node).await;
         }
         if let LockServer::RedisDocker(r) = self {
             return r.start_member().await;
@@ -444,7 +509,7 @@ impl LockServer {
             LockServer::EtcdDocker(e) => return e.pause_member(node, pause).await,
             LockServer::RedisDocker(r) => return r.pause_member(pause).await,
             LockServer::ZkDocker(z) => return z.pause_member(pause).await,
-            LockServer::Redis(r) => r.pause_member(pause)?,
+            LockServer::Redis(r) => r.pause_member(node, pause)?,
             LockServer::Zk(z) => z.pause_member(node, pause)?,
             _ => self.etcd()?.pause_member(node, pause)?,
         }
@@ -485,7 +550,7 @@ impl LockServer {
             }
             LockServer::Etcd(e) => e.last_start(node),
             LockServer::EtcdDocker(e) => e.last_start(node),
-            LockServer::Redis(r) => r.last_start(),
+            LockServer::Redis(r) => r.last_start(node),
             LockServer::Zk(z) => z.last_start(node),
         }
     }
@@ -513,6 +578,7 @@ mod tests {
         let etcd = LockSection {
             service: LockKind::Etcd,
             members: 1,
+            ..Default::default()
         };
         // April: 60 s at 10 ms is 600 real ms: one second needs 16.67 ms per scenario second.
         let s = etcd.time_scale_ms(10.0, 60.0);
@@ -532,6 +598,7 @@ mod tests {
         let advisory = LockSection {
             service: LockKind::Advisory,
             members: 1,
+            ..Default::default()
         };
         let env = box_env(
             &advisory,
@@ -549,6 +616,7 @@ mod tests {
         let etcd = LockSection {
             service: LockKind::Etcd,
             members: 1,
+            ..Default::default()
         };
         let env = box_env(&etcd, "job", 1000, "", &["127.0.0.1:7".into()]);
         assert_eq!(env[1].1, "http://127.0.0.1:7");
@@ -556,6 +624,7 @@ mod tests {
         let redis = LockSection {
             service: LockKind::Redis,
             members: 1,
+            ..Default::default()
         };
         let env = box_env(&redis, "job", 600, "", &["127.0.0.1:7".into()]);
         assert_eq!(env[0].1, "redis");
@@ -582,17 +651,20 @@ mod tests {
         let three = LockSection {
             service: LockKind::Etcd,
             members: 3,
+            ..Default::default()
         };
         assert!(three.check(1000, false).is_ok());
         assert_eq!(three.member_names(), ["lock-1", "lock-2", "lock-3"]);
         let advisory = LockSection {
             service: LockKind::Advisory,
             members: 3,
+            ..Default::default()
         };
         assert!(advisory.check(600, false).is_err());
         let two = LockSection {
             service: LockKind::Etcd,
             members: 2,
+            ..Default::default()
         };
         assert!(two.check(1000, false).is_err());
         let mut down = FaultKind::Down {
@@ -611,6 +683,7 @@ mod tests {
         let one = LockSection {
             service: LockKind::Etcd,
             members: 1,
+            ..Default::default()
         };
         assert_eq!(one.member_names(), ["lock"]);
         alias_routing(&one, &mut stop).unwrap();
@@ -623,6 +696,7 @@ mod tests {
         let zk = LockSection {
             service: LockKind::Zookeeper,
             members: 1,
+            ..Default::default()
         };
         let env = box_env(
             &zk,
@@ -643,6 +717,7 @@ mod tests {
         let three = LockSection {
             service: LockKind::Zookeeper,
             members: 3,
+            ..Default::default()
         };
         assert!(three.check(200, false).is_ok());
         assert_eq!(three.member_names(), ["lock-1", "lock-2", "lock-3"]);

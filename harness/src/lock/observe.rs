@@ -142,7 +142,7 @@ impl Observer {
             ))),
             LockKind::Redis => Some(tokio::spawn(redis::redis_watch(
                 sink,
-                endpoint.split(',').next().unwrap_or_default().to_string(),
+                endpoint.split(',').map(str::to_string).collect(),
                 key.to_string(),
             ))),
             LockKind::Zookeeper => Some(tokio::spawn(zk::zookeeper(

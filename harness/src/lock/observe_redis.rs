@@ -102,6 +102,25 @@ impl RedisState {
         }
     }
 
+    /// Whether the grant recorded (or waiting for its token) is `holder`'s.
+    fn holds(&self, holder: Option<&str>) -> bool {
+        let mine = self.held.as_ref().map(|h| h.0.as_str());
+        let waiting = self.pending.as_ref().map(|p| p.0.as_str());
+        holder.is_some() && (holder == mine || holder == waiting)
+    }
+
+    /// The primary now does not hold the recorded grant (the old one went away, or a replica
+    /// that never received it was promoted): the service forgot it, and it ends at the
+    /// deadline it was promised (now when none was read).
+    async fn forget(&mut self, sink: &Sink, now_ns: i64) {
+        self.settle(sink, None).await;
+        if let Some((holder, token, deadline)) = self.held.take() {
+            self.xid += 1;
+            sink.change(&holder, token, false, deadline.unwrap_or(now_ns), self.xid)
+                .await;
+        }
+    }
+
     async fn renew(&mut self, sink: &Sink, at: i64, deadline: Option<i64>) {
         if let Some(p) = &mut self.pending {
             p.2 = deadline;
@@ -143,21 +162,103 @@ async fn redis_read(
     })
 }
 
+/// How often each server is asked its role (Redis with a replica).
+const ROLE_EVERY: Duration = Duration::from_millis(10);
+
+/// Each server's role as last asked: `Some(true)` primary, `Some(false)` replica, None no answer.
+type Roles = tokio::sync::watch::Receiver<Vec<Option<bool>>>;
+
+/// Ask every server its `ROLE` every 10 ms, each on a connection of its own kept open, each in
+/// a task of its own (a paused server delays nobody else's answer).
+fn ask_roles(addrs: &[String], tasks: &mut tokio::task::JoinSet<()>) -> Roles {
+    let (tx, rx) = tokio::sync::watch::channel(vec![None; addrs.len()]);
+    let tx = std::sync::Arc::new(tx);
+    for (i, addr) in addrs.iter().enumerate() {
+        let (tx, addr) = (tx.clone(), addr.clone());
+        tasks.spawn(async move {
+            let mut conn: Option<redis::aio::MultiplexedConnection> = None;
+            loop {
+                let ask = async {
+                    if conn.is_none() {
+                        let client = redis::Client::open(format!("redis://{addr}")).ok()?;
+                        conn = Some(client.get_multiplexed_async_connection().await.ok()?);
+                    }
+                    let c = conn.as_mut()?;
+                    let role = redis::cmd("ROLE")
+                        .query_async::<Vec<redis::Value>>(c)
+                        .await
+                        .ok()?;
+                    Some(match role.first() {
+                        Some(redis::Value::BulkString(b)) => b.as_slice() == b"master",
+                        Some(redis::Value::SimpleString(s)) => s == "master",
+                        _ => false,
+                    })
+                };
+                let role = tokio::time::timeout(Duration::from_millis(100), ask)
+                    .await
+                    .ok()
+                    .flatten();
+                if role.is_none() {
+                    conn = None;
+                }
+                tx.send_if_modified(|r| std::mem::replace(&mut r[i], role) != role);
+                tokio::time::sleep(ROLE_EVERY).await;
+            }
+        });
+    }
+    rx
+}
+
+/// A primary other than `follow` (a promotion), else `follow` while it is the primary.
+fn primary_of(roles: &[Option<bool>], follow: usize) -> Option<usize> {
+    let masters: Vec<usize> = (0..roles.len())
+        .filter(|&i| roles[i] == Some(true))
+        .collect();
+    masters
+        .iter()
+        .copied()
+        .find(|&i| i != follow)
+        .or_else(|| masters.contains(&follow).then_some(follow))
+}
+
 /// Follow the Redis lock key by its keyspace notifications, on a subscription of its own and
 /// a second connection that reads the key after each event (a notification names the event,
 /// not the value). A lost connection ends the grant at the loss: a server without persistence
 /// that went away forgot the key.
-pub(super) async fn redis_watch(sink: Sink, addr: String, key: String) {
+///
+/// With a replica (`addrs` the primary's and the replica's): the service is whichever server
+/// says it is the primary (`ROLE`, asked of each every 10 ms), and the observer follows it,
+/// moving to another server the moment that one says primary (a promotion). A grant is not
+/// ended when the primary goes away: the server found primary next is read, and a grant it
+/// does not hold is one the service forgot, ended at the deadline it was promised (the key's
+/// `PEXPIRETIME` as last read): a second grant before then overlaps it, by the service's own
+/// record.
+pub(super) async fn redis_watch(sink: Sink, addrs: Vec<String>, key: String) {
     use futures_util::StreamExt;
     let counter = chaos_workloads::lock::redis_token_key(&key);
     let on_key = format!("__keyspace@0__:{key}");
     let on_counter = format!("__keyspace@0__:{counter}");
     let mut state = RedisState::default();
-    let Ok(client) = redis::Client::open(format!("redis://{addr}")) else {
-        eprintln!("chaos: the Redis observer cannot use the address {addr:?}");
-        return;
+    let replicated = addrs.len() > 1;
+    let mut tasks = tokio::task::JoinSet::new();
+    // One server: no roles to ask (the receiver of a sender dropped at once, never read).
+    let mut roles = if replicated {
+        ask_roles(&addrs, &mut tasks)
+    } else {
+        tokio::sync::watch::channel(Vec::new()).1
     };
+    let mut follow = 0;
     loop {
+        if replicated {
+            let found = roles.wait_for(|r| primary_of(r, follow).is_some()).await;
+            let Ok(r) = found else { return };
+            follow = primary_of(&r, follow).unwrap_or(follow);
+        }
+        let addr = &addrs[follow];
+        let Ok(client) = redis::Client::open(format!("redis://{addr}")) else {
+            eprintln!("chaos: the Redis observer cannot use the address {addr:?}");
+            return;
+        };
         let connect = async {
             let mut ps = client.get_async_pubsub().await?;
             ps.subscribe(&on_key).await?;
@@ -177,6 +278,14 @@ pub(super) async fn redis_watch(sink: Sink, addr: String, key: String) {
         };
         // The counter as this server has it now (a restarted one may have forgotten it).
         let counter_now = now.token;
+        if replicated {
+            if !state.holds(now.holder.as_deref()) {
+                state.forget(&sink, wall_ns()).await;
+            }
+            // This server's counter is its own (a promoted replica's may be behind the old
+            // primary's): a value read now is the grant's, not one seen before.
+            state.counter = None;
+        }
         if now.holder.is_some() {
             state.on_key(&sink, "set", wall_ns(), Some(now)).await;
         }
@@ -184,15 +293,31 @@ pub(super) async fn redis_watch(sink: Sink, addr: String, key: String) {
         sink.ready.send_replace(true);
         let (_sink_half, mut stream) = ps.split();
         loop {
-            let wait = state
+            if replicated && primary_of(&roles.borrow(), follow) != Some(follow) {
+                // Another server is the primary now: follow it.
+                break;
+            }
+            let pending = state
                 .pending
                 .as_ref()
                 .map(|p| REDIS_TOKEN_WAIT.saturating_sub(p.3.elapsed()));
+            let wait = match (pending, replicated) {
+                (Some(w), true) => Some(w.min(ROLE_EVERY)),
+                (Some(w), false) => Some(w),
+                (None, true) => Some(ROLE_EVERY),
+                (None, false) => None,
+            };
             let next = match wait {
                 Some(w) => match tokio::time::timeout(w, stream.next()).await {
                     Ok(m) => m,
                     Err(_) => {
-                        state.settle(&sink, None).await;
+                        if state
+                            .pending
+                            .as_ref()
+                            .is_some_and(|p| p.3.elapsed() >= REDIS_TOKEN_WAIT)
+                        {
+                            state.settle(&sink, None).await;
+                        }
                         continue;
                     }
                 },
@@ -216,7 +341,12 @@ pub(super) async fn redis_watch(sink: Sink, addr: String, key: String) {
             };
             state.on_key(&sink, &event, at, now).await;
         }
-        state.end(&sink, wall_ns(), false).await;
+        if !replicated {
+            state.end(&sink, wall_ns(), false).await;
+        } else if roles.borrow().get(follow) == Some(&None) {
+            // Gone: wait for the sentinel's promotion, or for it to answer again.
+            let _ = roles.changed().await;
+        }
     }
 }
 

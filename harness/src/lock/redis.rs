@@ -1,4 +1,4 @@
-//! Redis as the lock service's server: Debian's `redis-server` (7.0) run as one local process on 127.0.0.1 and a free port, as the unprivileged user when the harness is root, with keyspace notifications on and no persistence, its directory under the run's data directory and its log in the run's `logs/`; stopped (and its directory removed) on every path.
+//! Redis as the lock service's server: Debian's `redis-server` (7.0) run as local processes on 127.0.0.1 and free ports, as the unprivileged user when the harness is root, with keyspace notifications on and no persistence, each member's directory under the run's data directory and its log in the run's `logs/`; stopped (and their directories removed) on every path. One server (`lock`), or with `[lock] replica = true` a primary `lock` and its asynchronous replica `lock-2`, whose replication connection goes through the proxy (`lock-2->lock`; `lock->lock-2` once the roles are swapped), and which the sentinel (`sentinel.rs`) promotes.
 
 use super::member::{self, stop_now};
 use crate::procs;
@@ -7,7 +7,7 @@ use std::process::Stdio;
 use std::time::{Duration, Instant};
 use tokio::process::{Child, Command};
 
-/// How long the server may take to answer its first PING.
+/// How long a server may take to answer its first PING (a replica: to finish its first sync).
 const READY_TIMEOUT: Duration = Duration::from_secs(10);
 
 /// The redis-server binary: `CHAOS_REDIS` or Debian's.
@@ -28,87 +28,150 @@ fn binary() -> anyhow::Result<PathBuf> {
 /// observer, no snapshots and no append-only file (a restart forgets the lock, as a crash of a
 /// server without persistence does), and expiry checked 100 times a second (Redis's default 10
 /// would see an expired lock up to 100 ms late; a scenario second is tens of real ms); its
-/// process title names its configuration file, under the run's data directory.
-pub fn config(port: u16, dir: &Path) -> String {
-    format!(
+/// process title names its configuration file, under the run's data directory. A replica
+/// names where it reaches its primary (`replicaof`, through the proxy) and syncs at once (no
+/// 5 s wait for more replicas before a diskless sync).
+pub fn config(port: u16, dir: &Path, replicaof: Option<&str>) -> String {
+    let mut conf = format!(
         "bind 127.0.0.1\nport {port}\nprotected-mode no\ndaemonize no\ndir {}\n\
          save \"\"\nappendonly no\nnotify-keyspace-events {}\nhz 100\n\
-         databases 1\nloglevel notice\n\
+         databases 1\nloglevel notice\nrepl-diskless-sync-delay 0\n\
          proc-title-template \"{{title}} {{listen-addr}} {{config-file}}\"\n",
         dir.display(),
         chaos_workloads::lock::REDIS_NOTIFY
-    )
+    );
+    if let Some(addr) = replicaof {
+        let (host, port) = addr.rsplit_once(':').unwrap_or((addr, "6379"));
+        conf.push_str(&format!("replicaof {host} {port}\n"));
+    }
+    conf
 }
 
-/// The Redis server, planned (port and directory) or running.
-pub struct RedisServer {
+/// One server of the service: `lock`, or the replica `lock-2`.
+struct Member {
+    node: String,
     child: Option<Child>,
-    bin: PathBuf,
-    run_as: Option<(u32, u32)>,
-    version: String,
     port: u16,
     dir: PathBuf,
     conf: PathBuf,
     log_path: PathBuf,
-    paused: bool,
     last_start: Duration,
-    /// Real time from the spawn to the first PONG.
+}
+
+impl Member {
+    fn addr(&self) -> String {
+        format!("127.0.0.1:{}", self.port)
+    }
+}
+
+/// The Redis service, planned (ports and directories) or running: its members, which one is
+/// the primary now, and the links between them.
+pub struct RedisServer {
+    bin: PathBuf,
+    run_as: Option<(u32, u32)>,
+    version: String,
+    members: Vec<Member>,
+    /// The member the boxes reach now: 0 (`lock`) until the sentinel promotes the replica.
+    primary: usize,
+    /// `(link, listen, upstream)`: `lock-2->lock` and `lock->lock-2` with a replica.
+    peers: Vec<(String, String, String)>,
+    /// Real time from the first spawn to every member answering (a replica in sync).
     pub started_in: Duration,
 }
 
 impl RedisServer {
-    /// Choose the port and directory and write the configuration; nothing runs yet.
-    pub async fn plan(run_id: &str, log_dir: &Path) -> anyhow::Result<RedisServer> {
+    /// Choose the ports and directories; nothing runs yet. `replica`: a second member.
+    pub async fn plan(
+        run_id: &str,
+        log_dir: &Path,
+        replica: Option<&str>,
+    ) -> anyhow::Result<RedisServer> {
         let bin = binary()?;
         let run_as = crate::pg::PgInstall::find().ok().and_then(|i| i.run_as);
-        // Inside the run's data directory, so whatever removes the databases' data (the run,
-        // or the next command after a SIGKILL) removes the server's too.
-        let dir = crate::backend::process::data_root()
-            .join(run_id)
-            .join("lock-redis");
-        std::fs::create_dir_all(&dir)
-            .map_err(|e| anyhow::anyhow!("create {}: {e}", dir.display()))?;
-        if let Some((uid, gid)) = run_as {
-            std::os::unix::fs::chown(&dir, Some(uid), Some(gid))
-                .map_err(|e| anyhow::anyhow!("chown {}: {e}", dir.display()))?;
+        let mut members = Vec::new();
+        for (node, suffix) in std::iter::once(("lock", "")).chain(replica.map(|r| (r, "-2"))) {
+            // Inside the run's data directory, so whatever removes the databases' data (the
+            // run, or the next command after a SIGKILL) removes the server's too.
+            let dir = crate::backend::process::data_root()
+                .join(run_id)
+                .join(format!("lock-redis{suffix}"));
+            std::fs::create_dir_all(&dir)
+                .map_err(|e| anyhow::anyhow!("create {}: {e}", dir.display()))?;
+            if let Some((uid, gid)) = run_as {
+                std::os::unix::fs::chown(&dir, Some(uid), Some(gid))
+                    .map_err(|e| anyhow::anyhow!("chown {}: {e}", dir.display()))?;
+            }
+            members.push(Member {
+                node: node.to_string(),
+                child: None,
+                port: procs::free_port()?,
+                conf: dir.join("redis.conf"),
+                dir,
+                log_path: log_dir.join(format!("{node}.log")),
+                last_start: Duration::ZERO,
+            });
         }
-        let port = procs::free_port()?;
-        let conf = dir.join("redis.conf");
-        std::fs::write(&conf, config(port, &dir))
-            .map_err(|e| anyhow::anyhow!("write {}: {e}", conf.display()))?;
+        let mut peers = Vec::new();
+        for from in members.iter().filter(|_| members.len() > 1) {
+            for to in members.iter().filter(|t| t.node != from.node) {
+                peers.push((
+                    chaos_nemesis::Link::name(&from.node, &to.node),
+                    format!("127.0.0.1:{}", procs::free_port()?),
+                    to.addr(),
+                ));
+            }
+        }
         Ok(RedisServer {
-            child: None,
             version: version(&bin).await,
             bin,
             run_as,
-            port,
-            dir,
-            conf,
-            log_path: log_dir.join("lock.log"),
-            paused: false,
-            last_start: Duration::ZERO,
+            members,
+            primary: 0,
+            peers,
             started_in: Duration::ZERO,
         })
     }
 
-    /// Start the server and wait until it answers.
+    /// Start every member and wait until each answers (a replica: until it is in sync).
     pub async fn launch(&mut self) -> anyhow::Result<()> {
         let began = Instant::now();
-        self.spawn()?;
-        self.wait_ready(began).await?;
+        for i in 0..self.members.len() {
+            self.spawn(i)?;
+        }
+        for i in 0..self.members.len() {
+            self.wait_ready(i, began).await?;
+            self.members[i].last_start = began.elapsed();
+        }
         self.started_in = began.elapsed();
-        self.last_start = self.started_in;
         Ok(())
     }
 
-    fn spawn(&mut self) -> anyhow::Result<()> {
+    /// Where member `i` reaches the primary through the proxy (None: it is the primary).
+    fn replicaof(&self, i: usize) -> Option<String> {
+        if i == self.primary {
+            return None;
+        }
+        let link =
+            chaos_nemesis::Link::name(&self.members[i].node, &self.members[self.primary].node);
+        self.peers.iter().find(|p| p.0 == link).map(|p| p.1.clone())
+    }
+
+    fn spawn(&mut self, i: usize) -> anyhow::Result<()> {
+        let conf = config(
+            self.members[i].port,
+            &self.members[i].dir,
+            self.replicaof(i).as_deref(),
+        );
+        let m = &mut self.members[i];
+        std::fs::write(&m.conf, conf)
+            .map_err(|e| anyhow::anyhow!("write {}: {e}", m.conf.display()))?;
         let log = std::fs::OpenOptions::new()
             .create(true)
             .append(true)
-            .open(&self.log_path)
-            .map_err(|e| anyhow::anyhow!("open {}: {e}", self.log_path.display()))?;
+            .open(&m.log_path)
+            .map_err(|e| anyhow::anyhow!("open {}: {e}", m.log_path.display()))?;
         let mut cmd = Command::new(&self.bin);
-        cmd.arg(&self.conf)
+        cmd.arg(&m.conf)
             .stdin(Stdio::null())
             .stdout(log.try_clone()?)
             .stderr(log)
@@ -121,44 +184,127 @@ impl RedisServer {
         let child = cmd
             .spawn()
             .map_err(|e| anyhow::anyhow!("start {}: {e}", self.bin.display()))?;
-        self.child = Some(child);
-        self.paused = false;
+        m.child = Some(child);
         Ok(())
     }
 
-    /// Wait until the server answers PING.
-    async fn wait_ready(&mut self, began: Instant) -> anyhow::Result<()> {
+    /// Wait until member `i` answers PING and, a replica whose primary runs, is in sync.
+    async fn wait_ready(&mut self, i: usize, began: Instant) -> anyhow::Result<()> {
+        let sync = i != self.primary && self.members[self.primary].child.is_some();
         loop {
-            if let Some(Ok(Some(exit))) = self.child.as_mut().map(|c| c.try_wait()) {
-                self.child = None;
+            let m = &mut self.members[i];
+            if let Some(Ok(Some(exit))) = m.child.as_mut().map(|c| c.try_wait()) {
+                m.child = None;
                 anyhow::bail!(
-                    "redis-server exited at start ({exit}); its log: {}",
-                    self.log_path.display()
+                    "redis-server ({}) exited at start ({exit}); its log: {}",
+                    m.node,
+                    m.log_path.display()
                 );
             }
-            if ping(&self.addr()).await {
+            let addr = m.addr();
+            let up = if sync {
+                in_sync(&addr).await
+            } else {
+                ping(&addr).await
+            };
+            if up {
                 return Ok(());
             }
             if began.elapsed() > READY_TIMEOUT {
-                let log = self.log_path.display().to_string();
+                let (node, log) = (m.node.clone(), m.log_path.display().to_string());
                 self.stop().await;
                 anyhow::bail!(
-                    "redis-server did not answer within {} s; its log: {log}",
+                    "redis-server ({node}) did not {} within {} s; its log: {log}",
+                    if sync {
+                        "sync with its primary"
+                    } else {
+                        "answer"
+                    },
                     READY_TIMEOUT.as_secs()
                 );
             }
-            tokio::time::sleep(Duration::from_millis(5)).await;
+            tokio::time::sleep(Duration::from_millis(2)).await;
         }
     }
 
-    /// `127.0.0.1:PORT`: where the proxy forwards the boxes' links and the observer connects.
+    /// `127.0.0.1:PORT` of the primary now: where the proxy forwards the boxes' links.
     pub fn addr(&self) -> String {
-        format!("127.0.0.1:{}", self.port)
+        self.members[self.primary].addr()
+    }
+
+    /// Every member's own address, the primary's first as planned (`lock`, then `lock-2`).
+    pub fn addrs(&self) -> Vec<(String, String)> {
+        self.members
+            .iter()
+            .map(|m| (m.node.clone(), m.addr()))
+            .collect()
+    }
+
+    /// The links between the members, `(link, listen, upstream)`.
+    pub fn peer_links(&self) -> Vec<(String, String, String)> {
+        self.peers.clone()
+    }
+
+    /// The primary now (`lock`, or `lock-2` once promoted) and the replica, when there is one.
+    pub fn roles(&self) -> (String, Option<String>) {
+        let replica = self
+            .members
+            .iter()
+            .enumerate()
+            .find(|(i, _)| *i != self.primary);
+        (
+            self.members[self.primary].node.clone(),
+            replica.map(|(_, m)| m.node.clone()),
+        )
+    }
+
+    /// Make the replica the primary: `REPLICAOF NO ONE` on it (directly, not through a link),
+    /// and the record of it from now on (a restarted old primary comes back as its replica).
+    /// Returns the promoted member's name and address.
+    pub async fn promote(&mut self) -> anyhow::Result<(String, String)> {
+        let (_, Some(replica)) = self.roles() else {
+            anyhow::bail!("the Redis lock service has no replica to promote");
+        };
+        let i = self.index(&replica)?;
+        let addr = self.members[i].addr();
+        let client = redis::Client::open(format!("redis://{addr}"))?;
+        let ask = async {
+            let mut c = client.get_multiplexed_async_connection().await?;
+            redis::cmd("REPLICAOF")
+                .arg("NO")
+                .arg("ONE")
+                .query_async::<String>(&mut c)
+                .await
+        };
+        tokio::time::timeout(Duration::from_secs(2), ask)
+            .await
+            .map_err(|_| {
+                anyhow::anyhow!("{replica} did not answer REPLICAOF NO ONE within 2 s")
+            })??;
+        self.primary = i;
+        Ok((replica, addr))
+    }
+
+    fn index(&self, node: &str) -> anyhow::Result<usize> {
+        self.members
+            .iter()
+            .position(|m| m.node == node)
+            .ok_or_else(|| anyhow::anyhow!("{node} is not a member of the Redis lock service"))
+    }
+
+    /// Whether `node` names a member.
+    pub fn has(&self, node: &str) -> bool {
+        self.index(node).is_ok()
     }
 
     pub fn describe(&self) -> String {
+        let what = if self.members.len() > 1 {
+            "a primary and an asynchronous replica"
+        } else {
+            "one server"
+        };
         format!(
-            "redis {} (one server, no persistence, started in {:.3} s)",
+            "redis {} ({what}, no persistence, started in {:.3} s)",
             self.version,
             self.started_in.as_secs_f64()
         )
@@ -166,66 +312,102 @@ impl RedisServer {
 
     /// The nemesis's stop: SIGTERM (`Fast`) or SIGKILL (`Immediate`, a crash, and a `kill`).
     /// Without persistence the server forgets the lock either way.
-    pub async fn stop_member(&mut self, mode: crate::pg::StopMode) -> anyhow::Result<()> {
-        member::stop("lock", &mut self.child, mode).await?;
-        self.paused = false;
-        Ok(())
+    pub async fn stop_member(
+        &mut self,
+        node: &str,
+        mode: crate::pg::StopMode,
+    ) -> anyhow::Result<()> {
+        let i = self.index(node)?;
+        member::stop(node, &mut self.members[i].child, mode).await
     }
 
-    /// The nemesis's start: the server again on its port; how long until it answered.
-    pub async fn start_member(&mut self) -> anyhow::Result<Duration> {
-        if self.child.is_some() {
-            anyhow::bail!("lock is already running");
+    /// The nemesis's start: the server again on its port (the replica of whichever member is
+    /// the primary now, unless it is); how long until it answered.
+    pub async fn start_member(&mut self, node: &str) -> anyhow::Result<Duration> {
+        let i = self.index(node)?;
+        if self.members[i].child.is_some() {
+            anyhow::bail!("{node} is already running");
         }
         let began = Instant::now();
-        self.spawn()?;
-        self.wait_ready(began).await?;
-        self.last_start = began.elapsed();
-        Ok(self.last_start)
+        self.spawn(i)?;
+        self.wait_ready(i, began).await?;
+        self.members[i].last_start = began.elapsed();
+        Ok(self.members[i].last_start)
     }
 
     /// The nemesis's pause (SIGSTOP) or resume (SIGCONT).
-    pub fn pause_member(&mut self, pause: bool) -> anyhow::Result<()> {
-        member::pause("lock", &self.child, pause)?;
-        self.paused = pause;
-        Ok(())
+    pub fn pause_member(&mut self, node: &str, pause: bool) -> anyhow::Result<()> {
+        let i = self.index(node)?;
+        member::pause(node, &self.members[i].child, pause)
     }
 
-    /// How long the last start took.
-    pub fn last_start(&self) -> Duration {
-        self.last_start
+    /// How long member `node`'s last start took (the longest of all for any other name).
+    pub fn last_start(&self, node: &str) -> Duration {
+        match self.index(node) {
+            Ok(i) => self.members[i].last_start,
+            Err(_) => self
+                .members
+                .iter()
+                .map(|m| m.last_start)
+                .max()
+                .unwrap_or_default(),
+        }
     }
 
-    /// SIGTERM, then SIGKILL after 3 s; the directory removed.
+    /// SIGTERM, then SIGKILL after 3 s; the directories removed.
     pub async fn stop(&mut self) {
-        if let Some(mut child) = self.child.take() {
-            if let Some(pid) = child.id() {
-                let pid = pid as i32;
-                tokio::task::spawn_blocking(move || stop_now(pid, libc::SIGTERM))
-                    .await
-                    .ok();
+        for m in &mut self.members {
+            if let Some(mut child) = m.child.take() {
+                if let Some(pid) = child.id() {
+                    let pid = pid as i32;
+                    tokio::task::spawn_blocking(move || stop_now(pid, libc::SIGTERM))
+                        .await
+                        .ok();
+                }
+                let _ = child.wait().await;
             }
-            let _ = child.wait().await;
         }
         self.remove_data();
     }
 
     fn remove_data(&self) {
         if std::env::var_os("CHAOS_KEEP_DATA").is_none() {
-            let _ = std::fs::remove_dir_all(&self.dir);
+            for m in &self.members {
+                let _ = std::fs::remove_dir_all(&m.dir);
+            }
         }
     }
 }
 
 impl Drop for RedisServer {
     fn drop(&mut self) {
-        if let Some(child) = self.child.take() {
-            if let Some(pid) = child.id() {
-                stop_now(pid as i32, libc::SIGTERM);
+        for m in &mut self.members {
+            if let Some(child) = m.child.take() {
+                if let Some(pid) = child.id() {
+                    stop_now(pid as i32, libc::SIGTERM);
+                }
             }
         }
         self.remove_data();
     }
+}
+
+/// Whether the replica at `addr` answers and its link to the primary is up (in sync).
+pub async fn in_sync(addr: &str) -> bool {
+    let ask = async {
+        let client = redis::Client::open(format!("redis://{addr}")).ok()?;
+        let mut c = client.get_multiplexed_async_connection().await.ok()?;
+        redis::cmd("INFO")
+            .arg("replication")
+            .query_async::<String>(&mut c)
+            .await
+            .ok()
+    };
+    tokio::time::timeout(Duration::from_millis(200), ask)
+        .await
+        .ok()
+        .flatten()
+        .is_some_and(|info| info.contains("master_link_status:up"))
 }
 
 /// Whether the server at `addr` answers PING within 200 ms.

@@ -45,6 +45,8 @@ pub struct Live {
     stop_ingest: Arc<AtomicBool>,
     ingest: Vec<tokio::task::JoinHandle<IngestStats>>,
     t0: Instant,
+    /// Redis with a replica: the harness's sentinel, promoting it on the primary's silence.
+    sentinel: Option<super::sentinel::Sentinel>,
 }
 
 /// How the run ended.
@@ -163,6 +165,17 @@ impl Live {
         );
         let lock = Arc::new(tokio::sync::Mutex::new(lock));
         let _ = nemesis.lock.set(lock.clone());
+        let lock_section = &scenario.file.lock;
+        let sentinel = super::sentinel::Sentinel::start(super::sentinel::Watching {
+            lock: lock.clone(),
+            links: links.clone(),
+            history: history.clone(),
+            after: Duration::from_millis(scenario.real_ms(lock_section.promote_after_s * 1000.0)),
+            after_s: lock_section.promote_after_s,
+            boxes: scenario.topology().boxes.clone(),
+            key: service.key(&scenario.file.lease.job),
+        })
+        .await;
         watch.start(nemesis.clone());
         let schedule = scenario.schedule.clone();
         let initial = nemesis.apply_initial(&schedule).await;
@@ -193,6 +206,7 @@ impl Live {
             stop_ingest,
             ingest,
             t0,
+            sentinel,
         })
     }
 
@@ -246,6 +260,8 @@ impl Live {
     /// audit and the final state; stop the databases and the proxy. With `read` false (the
     /// mover could not run) nothing is read: everything is only stopped.
     pub async fn wind_down(self, read: bool) -> anyhow::Result<Option<Finals>> {
+        // No promotion while the faults are healed.
+        drop(self.sentinel);
         self.nemesis_task.abort();
         let _ = self.nemesis_task.await;
         let unfired = self.watch.disarm(&self.history).await;

@@ -1,12 +1,14 @@
 //! One run, start to finish: resolve the scenario, start the testbed, start the movers, the ingest and the nemesis on the scenario clock, wait, heal, read the audit and final state, judge, write the results.
 //!
 //! `boxes.rs` renders each mover's program and environment; `live.rs` is the run while it
-//! runs; `judge.rs` writes the record and judges it.
+//! runs; `judge.rs` writes the record and judges it; `sentinel.rs` promotes Redis's replica
+//! on its primary's silence.
 
 pub mod boxes;
 mod judge;
 pub(crate) mod live;
 pub mod options;
+mod sentinel;
 mod sut;
 
 pub use options::{RunOptions, RunOutcome, Timings};
@@ -95,6 +97,9 @@ pub fn resolve(opts: &RunOptions) -> anyhow::Result<Scenario> {
     }
     if let Some(v) = opts.lock_members {
         file.lock.members = v;
+    }
+    if opts.lock_replica {
+        file.lock.replica = true;
     }
     // etcd's leases are whole seconds: the scale grows until the lease is one.
     let scale = file

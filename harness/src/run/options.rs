@@ -25,6 +25,8 @@ pub struct RunOptions {
     pub lock: Option<crate::lock::LockKind>,
     /// How many members the lock service runs (overrides `[lock] members`).
     pub lock_members: Option<u8>,
+    /// Redis with a replica (sets `[lock] replica`).
+    pub lock_replica: bool,
     pub seed: Option<u64>,
     pub mover_cmd: Option<String>,
     pub time_scale_ms: Option<f64>,
@@ -64,6 +66,7 @@ impl RunOptions {
             (self.lease_s.is_some(), "--lease"),
             (self.lock.is_some(), "--lock"),
             (self.lock_members.is_some(), "--lock-members"),
+            (self.lock_replica, "--lock-replica"),
             (self.mover_cmd.is_some(), "--mover-cmd"),
             (self.mover_ready.is_some(), "--mover-ready"),
             (self.rows_per_turbine.is_some(), "--rows-per-turbine"),

@@ -43,6 +43,10 @@ pub struct SutArgs {
     /// peer traffic through the proxy; faults may name a member or lock-leader).
     #[arg(long, value_parser = clap::value_parser!(u8).range(1..=3))]
     pub lock_members: Option<u8>,
+    /// Redis: a primary and an asynchronous replica (lock-2, replicating through the link
+    /// lock-2->lock), promoted by the harness's sentinel on the primary's silence.
+    #[arg(long)]
+    pub lock_replica: bool,
     /// Run this program (following the mover protocol, docs/mover-protocol.md) instead of the reference mover.
     #[arg(long)]
     pub mover_cmd: Option<String>,
@@ -97,6 +101,7 @@ impl SutArgs {
             lease_s: self.lease,
             lock: self.lock,
             lock_members: self.lock_members,
+            lock_replica: self.lock_replica,
             seed,
             mover_cmd: self.mover_cmd.clone(),
             time_scale_ms: self.time_scale_ms,
@@ -129,6 +134,7 @@ impl SutArgs {
             || self.lease.is_some()
             || self.lock.is_some()
             || self.lock_members.is_some()
+            || self.lock_replica
             || self.mover_cmd.is_some()
             || self.mover_ready.is_some()
             || self.restart.is_some()

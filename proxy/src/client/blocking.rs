@@ -333,6 +333,27 @@ impl Ctx {
         Ok(got)
     }
 
+    /// Forward the proxy to another upstream (its listen address, toxics and enabled flag
+    /// kept; its open connections cut, as Toxiproxy's update does), and read it back.
+    pub(super) fn set_upstream(
+        &self,
+        proxy: &str,
+        upstream: &str,
+        hold: &Hold,
+    ) -> Result<ProxyInfo, ClientError> {
+        self.proxy(proxy)?;
+        let body = json!({ "upstream": upstream });
+        self.post_change(&format!("/proxies/{proxy}"), body, hold)?;
+        let got = self.proxy(proxy)?;
+        if got.upstream != upstream {
+            return Err(ClientError::NotApplied(format!(
+                "proxy {proxy} still forwards to {}",
+                got.upstream
+            )));
+        }
+        Ok(got)
+    }
+
     /// Remove every toxic of the proxy and enable it (toxiproxy_rust `find_and_reset_proxy`),
     /// and read it back.
     pub(super) fn heal(&self, proxy: &str, hold: &Hold) -> Result<ProxyInfo, ClientError> {

@@ -120,6 +120,17 @@ impl ToxiproxyClient {
             .await
     }
 
+    /// Forward the proxy to `upstream` from now on (a floating address moved).
+    pub async fn set_upstream(
+        &self,
+        proxy: &str,
+        upstream: &str,
+    ) -> Result<ProxyInfo, ClientError> {
+        let (proxy, upstream) = (proxy.to_string(), upstream.to_string());
+        self.call(move |c, hold| c.set_upstream(&proxy, &upstream, hold))
+            .await
+    }
+
     /// Remove every toxic of the proxy and enable it.
     pub async fn heal(&self, proxy: &str) -> Result<ProxyInfo, ClientError> {
         let proxy = proxy.to_string();
