@@ -519,19 +519,10 @@ impl DockerEtcd {
         }
         let began = Instant::now();
         let sup = self.members[i].sup()?.clone();
-        sup.to_supervisor(libc::SIGHUP).await?;
+        sup.start().await?;
         self.members[i].running = true;
-        // Repeat the start until etcd answers (a start of a running etcd does nothing).
-        let again = async {
-            loop {
-                tokio::time::sleep(RESIGNAL).await;
-                let _ = sup.to_supervisor(libc::SIGHUP).await;
-            }
-        };
-        tokio::select! {
-            r = self.wait_ready(i, began, false) => r?,
-            _ = again => unreachable!(),
-        }
+        sup.start_again_until(RESIGNAL, self.wait_ready(i, began, false))
+            .await?;
         self.members[i].started_in = began.elapsed();
         Ok(self.members[i].started_in)
     }

@@ -202,24 +202,11 @@ impl DockerRedis {
             anyhow::bail!("the redis server is already running");
         }
         let began = Instant::now();
-        bounded(
-            "send SIGHUP (start redis-server) to the lock container",
-            signal(&self.docker, &self.id, "SIGHUP"),
-        )
-        .await?;
+        let sup = self.sup.clone();
+        sup.start().await?;
         self.running = true;
-        let (id, docker) = (self.id.clone(), self.docker.clone());
-        // Repeat the start until it answers (a start of a running server does nothing).
-        let again = async move {
-            loop {
-                tokio::time::sleep(RESIGNAL).await;
-                let _ = signal(&docker, &id, "SIGHUP").await;
-            }
-        };
-        tokio::select! {
-            r = self.wait_ready(began) => r?,
-            _ = again => unreachable!(),
-        }
+        sup.start_again_until(RESIGNAL, self.wait_ready(began))
+            .await?;
         self.started_in = began.elapsed();
         Ok(self.started_in)
     }

@@ -216,24 +216,11 @@ impl DockerZk {
             anyhow::bail!("the zookeeper member is already running");
         }
         let began = Instant::now();
-        bounded(
-            "send SIGHUP (start zookeeper) to the lock container",
-            signal(&self.docker, &self.id, "SIGHUP"),
-        )
-        .await?;
+        let sup = self.sup.clone();
+        sup.start().await?;
         self.running = true;
-        let (id, docker) = (self.id.clone(), self.docker.clone());
-        // Repeat the start until it answers (a start of a running JVM does nothing).
-        let again = async move {
-            loop {
-                tokio::time::sleep(RESIGNAL * 10).await;
-                let _ = signal(&docker, &id, "SIGHUP").await;
-            }
-        };
-        tokio::select! {
-            r = self.wait_ready(began) => r?,
-            _ = again => unreachable!(),
-        }
+        sup.start_again_until(RESIGNAL * 10, self.wait_ready(began))
+            .await?;
         self.started_in = began.elapsed();
         Ok(self.started_in)
     }

@@ -71,6 +71,32 @@ impl Supervised {
         .await
     }
 
+    /// The nemesis's start of the server again (SIGHUP to the supervisor), sent once before
+    /// the caller marks it running and then every `every` until `ready` is done: a start of a
+    /// running server does nothing, and one sent while the supervisor was still ending the last
+    /// stop is lost.
+    pub(super) async fn start(&self) -> anyhow::Result<()> {
+        self.to_supervisor(libc::SIGHUP).await
+    }
+
+    /// See [`Supervised::start`]: the start repeated until `ready` is done, `ready`'s answer.
+    pub(super) async fn start_again_until(
+        &self,
+        every: Duration,
+        ready: impl std::future::Future<Output = anyhow::Result<()>>,
+    ) -> anyhow::Result<()> {
+        let again = async {
+            loop {
+                tokio::time::sleep(every).await;
+                let _ = self.to_supervisor(libc::SIGHUP).await;
+            }
+        };
+        tokio::select! {
+            r = ready => r,
+            _ = again => unreachable!(),
+        }
+    }
+
     /// The nemesis's pause (`pause`) or resume of the server: SIGSTOP/SIGCONT to its own
     /// process (the supervisor keeps running), or the container frozen when the engine is not
     /// on this host. Says how.
