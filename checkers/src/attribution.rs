@@ -145,7 +145,36 @@ fn why_name(why: Unattributed) -> &'static str {
 }
 
 /// What the mover's author reads: one reason per cause and shard (and box or token).
-fn reasons(list: &[UnattributedWrite], claims: &Claims) -> Vec<String> {
+/// Who hands out grants and tokens in the run, in the reasons' words: the routing db's claim row
+/// and `claim_acquire`, or the lock service the run used (`meta.mover["lock"]`).
+struct Issuer {
+    /// "the routing db", "etcd", ...
+    who: &'static str,
+    /// What a mover holds: "the claim", "the lock".
+    held: &'static str,
+    /// Where a mover's token comes from: "claim_acquire", "its lock".
+    token_from: &'static str,
+}
+
+impl Issuer {
+    fn of(meta: &RunMeta) -> Issuer {
+        let (who, held, token_from) = match meta.mover.get("lock").map(String::as_str) {
+            None | Some("claims") => ("the routing db", "the claim", "claim_acquire"),
+            Some("advisory") => ("the advisory lock", "the lock", "the sequence drawn under the lock"),
+            Some("etcd") => ("etcd", "the lock", "its lock (the owner key's revision)"),
+            Some("redis") => ("Redis", "the lock", "its lock (the INCR beside SET NX)"),
+            Some("zookeeper") => ("ZooKeeper", "the lock", "its lock (the owner node's czxid)"),
+            Some(_) => ("the lock service", "the lock", "its lock"),
+        };
+        Issuer {
+            who,
+            held,
+            token_from,
+        }
+    }
+}
+
+fn reasons(list: &[UnattributedWrite], claims: &Claims, by: &Issuer) -> Vec<String> {
     let mut groups: BTreeMap<(&'static str, &str, String), u64> = BTreeMap::new();
     for u in list {
         let detail = match u.why {
@@ -174,7 +203,7 @@ fn reasons(list: &[UnattributedWrite], claims: &Claims) -> Vec<String> {
     holders.sort_unstable();
     holders.dedup();
     let holders = if holders.is_empty() {
-        "the routing db handed out no grant at all".to_string()
+        format!("{} handed out no grant at all", by.who)
     } else {
         format!("the grants went to {}", holders.join(", "))
     };
@@ -185,19 +214,27 @@ fn reasons(list: &[UnattributedWrite], claims: &Claims) -> Vec<String> {
                 "{n} writes on {shard} carry no application_name (and no token): set CHAOS_BOX as application_name on every connection (docs: mover protocol)"
             ),
             "never-granted" => format!(
-                "{n} writes by {detail} on {shard} while it held no grant: the routing db never handed {detail} a grant ({holders}); a mover writes only once it holds the claim, with its CHAOS_BOX as application_name on every connection and as the claim's holder (docs: mover protocol)"
+                "{n} writes by {detail} on {shard} while it held no grant: {who} never handed {detail} a grant ({holders}); a mover writes only once it holds {held}, with its CHAOS_BOX as application_name on every connection and as {held}'s holder (docs: mover protocol)",
+                who = by.who,
+                held = by.held
             ),
             "no-grant-yet" => format!(
-                "{n} writes by {detail} on {shard} while it held no grant (before its first, or it never had one): a mover writes only after claim_acquire handed it a token, and says it with set_config('chaos.token', token, true) (docs: mover protocol)"
+                "{n} writes by {detail} on {shard} while it held no grant (before its first, or it never had one): a mover writes only after {from} handed it a token, and says it with set_config('chaos.token', token, true) (docs: mover protocol)",
+                from = by.token_from
             ),
             "after-release" => format!(
-                "{n} writes by {detail} on {shard} after it released that grant and before any new one: a mover stops writing when it releases the claim, or says the token it writes under with set_config('chaos.token', token, true) (docs: mover protocol)"
+                "{n} writes by {detail} on {shard} after it released that grant and before any new one: a mover stops writing when it releases {held}, or says the token it writes under with set_config('chaos.token', token, true) (docs: mover protocol)",
+                held = by.held
             ),
             "token-before-grant" => format!(
-                "{n} writes on {shard} carry token {detail} before the routing db handed it out: a mover says only the token claim_acquire returned to it (docs: mover protocol)"
+                "{n} writes on {shard} carry token {detail} before {who} handed it out: a mover says only the token {from} returned to it (docs: mover protocol)",
+                who = by.who,
+                from = by.token_from
             ),
             _ => format!(
-                "{n} writes on {shard} carry token {detail}, which the routing db never handed out: set chaos.token to the token claim_acquire returned (docs: mover protocol)"
+                "{n} writes on {shard} carry token {detail}, which {who} never handed out: set chaos.token to the token {from} returned (docs: mover protocol)",
+                who = by.who,
+                from = by.token_from
             ),
         })
         .collect()
@@ -305,7 +342,7 @@ pub fn unattributed_anomaly(
         summary,
         json!({ "harmful": harmful.len(), "writes": evidence, "more": list.len().saturating_sub(EVIDENCE_LIMIT) }),
     );
-    (Some(anomaly), reasons(list, claims))
+    (Some(anomaly), reasons(list, claims, &Issuer::of(meta)))
 }
 
 /// `BorrowedTokenWrite`: data writes attributed by a token their writer was

@@ -129,6 +129,26 @@ pub struct Claims {
     /// The grants of each token (one, unless the lock handed a token out twice
     /// or the `unique` election's token 0 went to several boxes).
     by_token: HashMap<i64, Vec<usize>>,
+    /// How much later than the lock's own commit a grant may be stamped (Unix ns): 0 for the
+    /// routing db's claim row (its commit timestamp), `SEEN_LATE_NS` for a lock service whose
+    /// grants the harness stamps as its watch (or poll) brings them. A write carrying a token
+    /// the service minted cannot precede the grant, so one within this before the stamp acted
+    /// under it.
+    pub seen_late_ns: i64,
+}
+
+/// The lag allowed between a lock service's commit of a grant and the harness's stamp of it:
+/// the observers see a grant within 2 ms on a quiet machine (`chaos bench --what lock`), and a
+/// fenced mover's first write, sent on the service's own reply, committed 0.4 ms (etcd) to 4 ms
+/// (Redis) before the stamp with two runs sharing two cores.
+pub const SEEN_LATE_NS: i64 = 25_000_000;
+
+/// The lag `Claims::seen_late_ns` allows for the run's lock (its `lock` mover setting).
+pub fn seen_late_ns(meta: &chaos_history::RunMeta) -> i64 {
+    match meta.mover.get("lock").map(String::as_str) {
+        None | Some("claims") => 0,
+        Some(_) => SEEN_LATE_NS,
+    }
 }
 
 /// A renewal sets the expiry in the future of its commit; a release sets

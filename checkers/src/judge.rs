@@ -213,7 +213,8 @@ fn judge_audit(
 ) -> (Vec<Anomaly>, Vec<String>) {
     let clock = &meta.clock;
     let mut anomalies = Vec::new();
-    let claims = Claims::from_audit(&meta.job, &audit.claim_changes);
+    let mut claims = Claims::from_audit(&meta.job, &audit.claim_changes);
+    claims.seen_late_ns = crate::claims::seen_late_ns(meta);
     let writes = attribute(audit, &claims);
     stats.shard_writes = audit.shard_writes.len() as u64;
     stats.claim_changes = audit.claim_changes.len() as u64;

@@ -88,6 +88,8 @@ pub fn attribute_one<'a>(
     claims: &Claims,
 ) -> Option<Attributed<'a>> {
     let at = w.commit_unix_ns;
+    // The latest instant a grant's stamp may carry and the write still act under it.
+    let stamped_by = at.saturating_add(claims.seen_late_ns);
     let found = |grant: usize, borrowed: bool| Attributed {
         write: w,
         grant: Some(grant),
@@ -104,7 +106,7 @@ pub fn attribute_one<'a>(
     };
     if let Some(t) = token.filter(|&t| t != 0) {
         let with = claims.with_token(t);
-        let issued = |g: &usize| claims.grants[*g].commit_unix_ns <= at;
+        let issued = |g: &usize| claims.grants[*g].commit_unix_ns <= stamped_by;
         // The writer's own grant of the token, else the one handed out (to
         // anybody) by then, else the first: it was not handed out yet.
         let own = with
@@ -115,10 +117,10 @@ pub fn attribute_one<'a>(
         return match own.or(by_then).or(with.first()) {
             // Nobody can know a token before the lock hands it out (the shard's
             // and the routing db's commit times come from one machine's clock).
-            Some(&g) if claims.grants[g].commit_unix_ns > at && is_governed(w) => {
+            Some(&g) if !issued(&g) && is_governed(w) => {
                 Some(none(Unattributed::TokenBeforeGrant { grant: g }))
             }
-            Some(&g) if claims.grants[g].commit_unix_ns > at => None,
+            Some(&g) if !issued(&g) => None,
             Some(&g) => Some(found(g, claims.grants[g].holder != w.app)),
             None if !is_governed(w) => None,
             None => Some(none(Unattributed::UnknownToken { token: t })),
@@ -130,7 +132,7 @@ pub fn attribute_one<'a>(
     if w.app.is_empty() {
         return Some(none(Unattributed::NoAppName));
     }
-    Some(match claims.latest_of(&w.app, at) {
+    Some(match claims.latest_of(&w.app, stamped_by) {
         None => none(Unattributed::NoGrant),
         Some(g) if claims.grants[g].released_before(at).is_some() => {
             none(Unattributed::AfterRelease { grant: g })
@@ -309,6 +311,34 @@ mod tests {
         assert_eq!(
             one(&write("harness", WriteOp::Insert, 60, 1, None), &c),
             None
+        );
+    }
+
+    /// A lock service's grant is stamped as the harness sees it, after the service committed
+    /// it: a write within `seen_late_ns` before the stamp acted under it, one earlier did not.
+    #[test]
+    fn a_grant_seen_late_owns_the_writes_just_before_its_stamp() {
+        let mut c = claims();
+        c.seen_late_ns = 10 * S;
+        assert_eq!(
+            one(&write("box-2", WriteOp::Fence, 45, 1, Some(9)), &c),
+            Some((Some(1), false, None))
+        );
+        assert_eq!(
+            one(&write("box-2", WriteOp::Insert, 41, 1, None), &c),
+            Some((Some(1), false, None))
+        );
+        assert_eq!(
+            one(&write("box-2", WriteOp::Insert, 39, 1, Some(9)), &c),
+            Some((
+                None,
+                false,
+                Some(Unattributed::TokenBeforeGrant { grant: 1 })
+            ))
+        );
+        assert_eq!(
+            one(&write("box-2", WriteOp::Insert, 39, 1, None), &c),
+            Some((None, false, Some(Unattributed::NoGrant)))
         );
     }
 

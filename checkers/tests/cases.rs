@@ -323,6 +323,25 @@ fn unattributed_writes_say_what_to_set() {
         (w["token"].as_i64(), w["harm"]["newer_token"].as_i64()),
         (Some(4), Some(6))
     );
+    assert!(
+        v.reasons.iter().any(|r| r.contains("which the routing db never handed out")
+            && r.contains("the token claim_acquire returned")),
+        "{:?}",
+        v.reasons
+    );
+    // The same writes in a run whose lock was etcd: the reason names etcd and its token, not
+    // the routing db's claim_acquire.
+    let dir = data_dir().join("unattributed-unknown-token");
+    let mut rec = record(&dir);
+    rec.meta.mover.insert("lock".into(), "etcd".into());
+    let v = check_streamed(&history_text(&dir), &rec);
+    assert!(
+        v.reasons.iter().any(|r| r.contains("which etcd never handed out")
+            && r.contains("the owner key's revision"))
+            && v.reasons.iter().all(|r| !r.contains("routing db") && !r.contains("claim_acquire")),
+        "{:?}",
+        v.reasons
+    );
 }
 
 #[test]

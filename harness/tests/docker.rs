@@ -3,7 +3,8 @@
 //! Needs a Docker engine; where none answers, each test prints one SKIP line and returns (the only
 //! skip). Images are built first when missing (scripts/build-images: about 4 minutes the first
 //! time, under a second after). The tests share one engine and `chaos down --all` removes every
-//! labelled container, so they run one at a time (a lock).
+//! labelled container, so they run one at a time (a lock under `cargo test`; under the suite's
+//! nextest each runs alone, and the `down --all` test after every other test).
 #![allow(dead_code)]
 
 #[path = "support/figures.rs"]

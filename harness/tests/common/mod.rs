@@ -4,8 +4,10 @@
 use std::path::{Path, PathBuf};
 use std::process::{Command, Output};
 
-/// Tests of one binary that each start a whole run take turns: four movers per run already
-/// fill a 2-core machine.
+/// Under plain `cargo test`, tests of one binary that each start a whole run take turns. The
+/// suite (scripts/test) runs under cargo-nextest, a process per test, where this lock holds
+/// nothing: there `.config/nextest.toml` says which runs may share the machine (two light ones)
+/// and which run alone.
 static SERIAL: std::sync::Mutex<()> = std::sync::Mutex::new(());
 
 pub fn one_at_a_time() -> std::sync::MutexGuard<'static, ()> {
