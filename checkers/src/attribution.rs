@@ -160,7 +160,11 @@ impl Issuer {
     fn of(meta: &RunMeta) -> Issuer {
         let (who, held, token_from) = match meta.mover.get("lock").map(String::as_str) {
             None | Some("claims") => ("the routing db", "the claim", "claim_acquire"),
-            Some("advisory") => ("the advisory lock", "the lock", "the sequence drawn under the lock"),
+            Some("advisory") => (
+                "the advisory lock",
+                "the lock",
+                "the sequence drawn under the lock",
+            ),
             Some("etcd") => ("etcd", "the lock", "its lock (the owner key's revision)"),
             Some("redis") => ("Redis", "the lock", "its lock (the INCR beside SET NX)"),
             Some("zookeeper") => ("ZooKeeper", "the lock", "its lock (the owner node's czxid)"),

@@ -324,8 +324,10 @@ fn unattributed_writes_say_what_to_set() {
         (Some(4), Some(6))
     );
     assert!(
-        v.reasons.iter().any(|r| r.contains("which the routing db never handed out")
-            && r.contains("the token claim_acquire returned")),
+        v.reasons
+            .iter()
+            .any(|r| r.contains("which the routing db never handed out")
+                && r.contains("the token claim_acquire returned")),
         "{:?}",
         v.reasons
     );
@@ -336,9 +338,13 @@ fn unattributed_writes_say_what_to_set() {
     rec.meta.mover.insert("lock".into(), "etcd".into());
     let v = check_streamed(&history_text(&dir), &rec);
     assert!(
-        v.reasons.iter().any(|r| r.contains("which etcd never handed out")
-            && r.contains("the owner key's revision"))
-            && v.reasons.iter().all(|r| !r.contains("routing db") && !r.contains("claim_acquire")),
+        v.reasons
+            .iter()
+            .any(|r| r.contains("which etcd never handed out")
+                && r.contains("the owner key's revision"))
+            && v.reasons
+                .iter()
+                .all(|r| !r.contains("routing db") && !r.contains("claim_acquire")),
         "{:?}",
         v.reasons
     );

@@ -177,7 +177,12 @@ fn april_report_shows_the_verdict_and_its_errors_above_the_fold() {
     ));
     let run_dir = results.join("april");
     std::fs::create_dir_all(&run_dir).unwrap();
-    for f in ["run.json", "history.jsonl", "audit.json", "final-state.json"] {
+    for f in [
+        "run.json",
+        "history.jsonl",
+        "audit.json",
+        "final-state.json",
+    ] {
         std::fs::copy(stored.join(f), run_dir.join(f)).unwrap_or_else(|e| panic!("{f}: {e}"));
     }
     let out = run(
