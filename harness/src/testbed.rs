@@ -136,7 +136,11 @@ impl Testbed {
         for (link, listen, upstream) in &peers {
             links.add(link, listen, upstream).await?;
         }
-        lock.launch().await?;
+        if let Err(e) = lock.launch().await {
+            // Its logs copied into the run's (the error names them), its containers removed.
+            lock.stop().await;
+            return Err(e);
+        }
         // Tests plant a panic here to prove no server outlives the harness.
         if std::env::var("CHAOS_TEST_PANIC").as_deref() == Ok("after-cluster") {
             panic!("planted panic (CHAOS_TEST_PANIC) after the cluster started");

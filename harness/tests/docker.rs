@@ -1,4 +1,4 @@
-//! The docker backend end to end: April (lease only, then fenced), gc-pause and the generated schedule (their link triggers read through the proxy container) in containers, with the process backend's verdicts, the GC pause with the lease in etcd, Redis and ZooKeeper in containers, a pause and a kill of the lock's server in its container, etcd-leader on three etcd members in containers, and `chaos down --all` after a harness killed mid-run.
+//! The docker backend end to end: April (lease only, then fenced), gc-pause and the generated schedule (their link triggers read through the proxy container) in containers, with the process backend's verdicts, the GC pause with the lease in etcd, Redis and ZooKeeper in containers (ZooKeeper fenced on an ensemble of three), redis-failover with the replica in a container of its own, a pause and a kill of the lock's server in its container, etcd-leader on three etcd members in containers, and `chaos down --all` after a harness killed mid-run.
 //!
 //! Needs a Docker engine; where none answers, each test prints one SKIP line and returns (the only
 //! skip). Images are built first when missing (scripts/build-images: about 4 minutes the first
@@ -300,27 +300,78 @@ fn gc_pause_on_zookeeper_in_a_container_gives_the_process_backend_s_verdicts() {
         grants.len() >= 2,
         "a new holder after the pause: {grants:?}"
     );
-    let Some((o, _)) = on_docker(
+    // Fenced, on an ensemble of three in containers, its quorum and election traffic through
+    // the proxy container.
+    let Some((o, text)) = on_docker(
         "gc-pause",
-        &["--lock", "zookeeper", "--fencing", "on"],
+        &[
+            "--lock",
+            "zookeeper",
+            "--lock-members",
+            "3",
+            "--fencing",
+            "on",
+        ],
         "valid",
     ) else {
         return;
     };
     println!("{}", o.summary());
+    assert!(
+        text.contains("an ensemble of 3: lock-1, lock-2, lock-3"),
+        "three members in containers: {}",
+        tail(&text, 40)
+    );
     assert_eq!(o.code, Some(0), "verdict: {}", o.verdict);
     assert_eq!(o.stats["rows_lost"].as_u64(), Some(0));
     assert!(o.classes().iter().any(|c| c == "stale-write-refused"));
 }
 
-/// The lease held in etcd in a container of its own (the locally built chaos-etcd image, one
-/// member), the boxes' links to it through the proxy container, grants watched from the host:
-/// the paused holder, lease only, writes after its key's lease expired and destroys data.
-/// gc-pause-timed (the pause at a clock instant).
+/// redis-failover in containers: the primary and its replica each in a container, replication
+/// through the proxy container (`lock-2->lock`), the sentinel promoting the replica from the
+/// host and re-pointing the boxes' links at its container: two grants at once by the service's
+/// own record, an error, as on processes.
 #[test]
-fn gc_pause_on_etcd_in_a_container_lease_only_is_invalid() {
+fn redis_failover_in_containers_hands_the_lock_out_twice() {
     let _one = ONE_AT_A_TIME.lock().unwrap_or_else(|e| e.into_inner());
-    let Some((o, text)) = on_docker("gc-pause-timed", &["--lock", "etcd"], "invalid") else {
+    let Some((o, text)) = on_docker("redis-failover", &[], "invalid") else {
+        return;
+    };
+    println!("{}", o.summary());
+    assert!(
+        text.contains("a primary and an asynchronous replica, containers"),
+        "a primary and a replica in containers: {}",
+        tail(&text, 40)
+    );
+    assert_eq!(o.code, Some(0), "verdict: {}", o.verdict);
+    assert_eq!(o.verdict["valid"], "invalid");
+    let overlap = o.verdict["anomalies"]
+        .as_array()
+        .into_iter()
+        .flatten()
+        .find(|a| a["class"] == "overlapping-grants")
+        .unwrap_or_else(|| panic!("the service handed the lock out twice: {}", o.verdict));
+    assert_eq!(overlap["severity"], "error", "{overlap}");
+    let promoted = o
+        .history
+        .lines()
+        .find(|l| l.contains("\"sentinel\"") && l.contains("\"promote\""))
+        .expect("a sentinel promote line in history.jsonl");
+    assert!(
+        promoted.contains("\"type\":\"ok\"") && promoted.contains("\"target\":\"lock-2\""),
+        "{promoted}"
+    );
+}
+
+/// gc-pause (its pause triggered at the holder's 7th shard write) with the lease in etcd in a
+/// container of its own (the locally built chaos-etcd image, one member), the boxes' links to
+/// it through the proxy container, grants watched from the host: lease only invalid (a new
+/// holder after the pause, the paused one's tidy-up destroys rows), fenced by the key's
+/// revision valid (the stale write refused), as on the process backend.
+#[test]
+fn gc_pause_on_etcd_in_a_container_gives_the_process_backend_s_verdicts() {
+    let _one = ONE_AT_A_TIME.lock().unwrap_or_else(|e| e.into_inner());
+    let Some((o, text)) = on_docker("gc-pause", &["--lock", "etcd"], "invalid") else {
         return;
     };
     println!("{}", o.summary());
@@ -330,35 +381,11 @@ fn gc_pause_on_etcd_in_a_container_lease_only_is_invalid() {
         tail(&text, 40)
     );
     assert_eq!(o.code, Some(0), "verdict: {}", o.verdict);
-    assert_eq!(o.verdict["valid"], "invalid");
     let grants = o.stats["grants"].as_array().cloned().unwrap_or_default();
     assert!(
         grants.len() >= 2,
         "a new holder after the pause: {grants:?}"
     );
-    let classes = o.classes();
-    assert!(
-        classes.iter().any(|c| c == "stale-token-write"),
-        "a shard accepted the older grant's write after the newer one's: {classes:?}"
-    );
-    assert!(
-        o.stats["rows_lost"].as_u64().unwrap_or(0) > 0,
-        "the paused holder's tidy-up destroys data: {}",
-        o.summary()
-    );
-}
-
-/// gc-pause (its pause triggered at the holder's 7th shard write) with the lease in etcd in a
-/// container: lease only invalid (rows lost), fenced by the key's revision valid (the stale
-/// write refused), as on the process backend.
-#[test]
-fn gc_pause_on_etcd_in_a_container_gives_the_process_backend_s_verdicts() {
-    let _one = ONE_AT_A_TIME.lock().unwrap_or_else(|e| e.into_inner());
-    let Some((o, _)) = on_docker("gc-pause", &["--lock", "etcd"], "invalid") else {
-        return;
-    };
-    println!("{}", o.summary());
-    assert_eq!(o.code, Some(0), "verdict: {}", o.verdict);
     assert!(o.classes().iter().any(|c| c == "stale-token-write"));
     assert!(o.stats["rows_lost"].as_u64().unwrap_or(0) > 0);
     let Some((o, _)) = on_docker("gc-pause", &["--lock", "etcd", "--fencing", "on"], "valid")

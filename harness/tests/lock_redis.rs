@@ -304,9 +304,13 @@ fn the_replica_forms_through_its_link_replicates_and_is_promoted_without_what_it
             None,
             "a write with the replication link down stays on the primary"
         );
-        let r = lock.redis_mut().unwrap();
-        let (node, addr) = r.promote().await.unwrap();
+        let mut r = lock.replicated().unwrap();
+        let (node, addr, upstream) = r.promote().await.unwrap();
         assert_eq!((node.as_str(), addr.as_str()), ("lock-2", replica));
+        assert_eq!(
+            upstream, addr,
+            "on processes the proxy reaches it where the harness does"
+        );
         assert_eq!(role(replica).await, "master");
         assert_eq!(lock.upstream("lock").as_deref(), Some(replica));
         assert_eq!(get(replica, "before-cut").await.as_deref(), Some("box-1"));

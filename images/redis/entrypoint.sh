@@ -4,7 +4,9 @@
 # container (its network and ports) kept up, as chaos-etcd does:
 #   SIGUSR1  stop redis-server (SIGTERM: it exits; without persistence it forgets the lock)
 #   SIGUSR2  stop redis-server hard (SIGKILL: a crash)
-#   SIGHUP   start redis-server again (nothing when it runs)
+#   SIGHUP   start redis-server again (nothing when it runs), with the arguments in
+#            /var/lib/chaos-redis/role after its own when the harness wrote one (a member that
+#            comes back as the replica of the one promoted meanwhile: `--replicaof HOST PORT`)
 #   SIGINT/SIGTERM  stop redis-server and exit (`docker stop`)
 # If redis-server exits on its own the container exits with its status.
 set -u
@@ -16,7 +18,8 @@ trap 'starts=$((starts + 1))' HUP
 trap 'exits=$((exits + 1))' INT TERM
 pid=
 start_redis() {
-    /usr/bin/redis-server "$@" &
+    # shellcheck disable=SC2046 # the role file's words are arguments
+    /usr/bin/redis-server "$@" $(cat /var/lib/chaos-redis/role 2>/dev/null) &
     pid=$!
 }
 stop_redis() { # signal, what

@@ -17,7 +17,9 @@ mod zookeeper;
 pub use chaos_workloads::lock::LockKind;
 pub use etcd::EtcdServer;
 pub use observe::{Names, Observer, Seen};
-pub use redis::{ping as redis_ping, RedisServer};
+pub use redis::{
+    in_sync as redis_in_sync, ping as redis_ping, replicaof as redis_replicaof, RedisServer,
+};
 pub use zookeeper::{
     srvr_mode as zk_srvr_mode, zoo_cfg_on, ZkServer, JVM_FLAGS as ZK_JVM_FLAGS,
     TICK_MS as ZK_TICK_MS,
@@ -267,6 +269,39 @@ fn encode(text: &str) -> String {
         .collect()
 }
 
+/// Redis on either backend, as the harness's sentinel (`run/sentinel.rs`) watches and
+/// promotes it.
+pub enum Replicated<'a> {
+    Process(&'a mut RedisServer),
+    Docker(&'a mut crate::backend::docker::DockerRedis),
+}
+
+impl Replicated<'_> {
+    /// The primary now and the replica, when there is one.
+    pub fn roles(&self) -> (String, Option<String>) {
+        match self {
+            Replicated::Process(r) => r.roles(),
+            Replicated::Docker(r) => r.roles(),
+        }
+    }
+
+    /// Where the harness reaches the primary now.
+    pub fn primary_addr(&self) -> String {
+        match self {
+            Replicated::Process(r) => r.addr(),
+            Replicated::Docker(r) => r.primary_addr(),
+        }
+    }
+
+    /// Promote the replica: its name, where the harness reaches it, where the proxy does.
+    pub async fn promote(&mut self) -> anyhow::Result<(String, String, String)> {
+        match self {
+            Replicated::Process(r) => r.promote().await,
+            Replicated::Docker(r) => r.promote().await,
+        }
+    }
+}
+
 /// A lock service's own server, when it has one.
 pub enum LockServer {
     /// The lock lives in the routing db.
@@ -279,7 +314,7 @@ pub enum LockServer {
     RedisDocker(crate::backend::docker::DockerRedis),
     /// ZooKeeper's JVM as a local process (one member, or an ensemble of three).
     Zk(ZkServer),
-    /// ZooKeeper in a container of the run (the docker backend; one member).
+    /// ZooKeeper in containers of the run (the docker backend; one member or an ensemble).
     ZkDocker(crate::backend::docker::DockerZk),
 }
 
@@ -302,24 +337,19 @@ impl LockServer {
                 crate::backend::docker::DockerEtcd::plan(run_id, log_dir, &section.member_names())
                     .await?,
             ),
-            (LockKind::Redis, BackendKind::Process) => LockServer::Redis(
-                RedisServer::plan(run_id, log_dir, section.replica_name()).await?,
-            ),
-            (LockKind::Redis, BackendKind::Docker) if section.replica => anyhow::bail!(
-                "--lock-replica: Redis with a replica runs on the process backend only for now: drop --backend docker"
-            ),
+            (LockKind::Redis, BackendKind::Process) => {
+                LockServer::Redis(RedisServer::plan(run_id, log_dir, section.replica_name()).await?)
+            }
             (LockKind::Redis, BackendKind::Docker) => LockServer::RedisDocker(
-                crate::backend::docker::DockerRedis::start(run_id, log_dir).await?,
+                crate::backend::docker::DockerRedis::plan(run_id, log_dir, section.replica_name())
+                    .await?,
             ),
             (LockKind::Zookeeper, BackendKind::Process) => {
                 LockServer::Zk(ZkServer::plan(run_id, log_dir, &section.member_names()).await?)
             }
-            (LockKind::Zookeeper, BackendKind::Docker) if section.members != 1 => anyhow::bail!(
-                "--lock-members {}: a ZooKeeper ensemble runs on the process backend only for now (its peer links need a mount namespace per member): drop --backend docker or use one member",
-                section.members
-            ),
             (LockKind::Zookeeper, BackendKind::Docker) => LockServer::ZkDocker(
-                crate::backend::docker::DockerZk::start(run_id, log_dir).await?,
+                crate::backend::docker::DockerZk::plan(run_id, log_dir, &section.member_names())
+                    .await?,
             ),
         })
     }
@@ -327,7 +357,9 @@ impl LockServer {
     /// Start every member and wait for them (and a leader).
     pub async fn launch(&mut self) -> anyhow::Result<()> {
         match self {
-            LockServer::RoutingDb | LockServer::RedisDocker(_) | LockServer::ZkDocker(_) => Ok(()),
+            LockServer::RoutingDb => Ok(()),
+            LockServer::RedisDocker(r) => r.launch().await,
+            LockServer::ZkDocker(z) => z.launch().await,
             LockServer::Etcd(e) => e.launch().await,
             LockServer::EtcdDocker(e) => e.launch().await,
             LockServer::Redis(r) => r.launch().await,
@@ -348,7 +380,7 @@ impl LockServer {
             // The floating address: `lock` is whichever member is the primary now.
             LockServer::Redis(r) => (node == LOCK_NODE).then(|| r.addr()),
             LockServer::RedisDocker(r) => (node == LOCK_NODE).then(|| r.upstream()),
-            LockServer::ZkDocker(z) => (node == LOCK_NODE).then(|| z.upstream()),
+            LockServer::ZkDocker(z) => z.upstream(node),
             LockServer::Zk(z) => z
                 .client_addrs()
                 .into_iter()
@@ -377,8 +409,8 @@ impl LockServer {
                     .collect::<Vec<_>>()
                     .join(","),
             ),
-            LockServer::RedisDocker(r) => Some(r.observe_addr()),
-            LockServer::ZkDocker(z) => Some(z.observe_addr()),
+            LockServer::RedisDocker(r) => Some(r.observe_addrs()),
+            LockServer::ZkDocker(z) => Some(z.observe_addrs()),
             LockServer::Zk(z) => Some(
                 z.client_addrs()
                     .into_iter()
@@ -392,7 +424,9 @@ impl LockServer {
     /// The links between members, each `(link, listen, upstream)` (none for one member).
     pub fn peer_links(&self) -> Vec<(String, String, String)> {
         match self {
-            LockServer::RoutingDb | LockServer::RedisDocker(_) | LockServer::ZkDocker(_) => vec![],
+            LockServer::RoutingDb => vec![],
+            LockServer::RedisDocker(r) => r.peer_links(),
+            LockServer::ZkDocker(z) => z.peer_links(),
             LockServer::Etcd(e) => e.peer_links(),
             LockServer::EtcdDocker(e) => e.peer_links(),
             LockServer::Zk(z) => z.peer_links(),
@@ -401,9 +435,10 @@ impl LockServer {
     }
 
     /// Redis with a replica: the service as the sentinel finds it.
-    pub fn redis_mut(&mut self) -> Option<&mut RedisServer> {
+    pub fn replicated(&mut self) -> Option<Replicated<'_>> {
         match self {
-            LockServer::Redis(r) => Some(r),
+            LockServer::Redis(r) => Some(Replicated::Process(r)),
+            LockServer::RedisDocker(r) => Some(Replicated::Docker(r)),
             _ => None,
         }
     }
@@ -452,7 +487,8 @@ impl LockServer {
             LockServer::Etcd(e) => e.has(node),
             LockServer::EtcdDocker(e) => e.has(node),
             LockServer::Redis(r) => r.has(node),
-            LockServer::RedisDocker(_) | LockServer::ZkDocker(_) => node == LOCK_NODE,
+            LockServer::RedisDocker(r) => r.has(node),
+            LockServer::ZkDocker(z) => z.has(node),
             LockServer::Zk(z) => z.has(node),
         }
     }
@@ -470,13 +506,13 @@ impl LockServer {
             return r.stop_member(node, mode).await;
         }
         if let LockServer::RedisDocker(r) = self {
-            return r.stop_member(mode).await;
+            return r.stop_member(node, mode).await;
         }
         if let LockServer::Zk(z) = self {
             return z.stop_member(node, mode).await;
         }
         if let LockServer::ZkDocker(z) = self {
-            return z.stop_member(mode).await;
+            return z.stop_member(node, mode).await;
         }
         self.etcd()?.stop_member(node, mode).await
     }
@@ -490,13 +526,13 @@ impl LockServer {
             return r.start_member(node).await;
         }
         if let LockServer::RedisDocker(r) = self {
-            return r.start_member().await;
+            return r.start_member(node).await;
         }
         if let LockServer::Zk(z) = self {
             return z.start_member(node).await;
         }
         if let LockServer::ZkDocker(z) = self {
-            return z.start_member().await;
+            return z.start_member(node).await;
         }
         self.etcd()?.start_member(node).await
     }
@@ -507,8 +543,8 @@ impl LockServer {
     pub async fn pause_member(&mut self, node: &str, pause: bool) -> anyhow::Result<&'static str> {
         match self {
             LockServer::EtcdDocker(e) => return e.pause_member(node, pause).await,
-            LockServer::RedisDocker(r) => return r.pause_member(pause).await,
-            LockServer::ZkDocker(z) => return z.pause_member(pause).await,
+            LockServer::RedisDocker(r) => return r.pause_member(node, pause).await,
+            LockServer::ZkDocker(z) => return z.pause_member(node, pause).await,
             LockServer::Redis(r) => r.pause_member(node, pause)?,
             LockServer::Zk(z) => z.pause_member(node, pause)?,
             _ => self.etcd()?.pause_member(node, pause)?,
@@ -545,9 +581,9 @@ impl LockServer {
     /// How long member `node`'s last start took (the longest of all for any other name).
     pub fn last_start(&self, node: &str) -> std::time::Duration {
         match self {
-            LockServer::RoutingDb | LockServer::RedisDocker(_) | LockServer::ZkDocker(_) => {
-                std::time::Duration::ZERO
-            }
+            LockServer::RoutingDb => std::time::Duration::ZERO,
+            LockServer::RedisDocker(r) => r.last_start(node),
+            LockServer::ZkDocker(z) => z.last_start(node),
             LockServer::Etcd(e) => e.last_start(node),
             LockServer::EtcdDocker(e) => e.last_start(node),
             LockServer::Redis(r) => r.last_start(node),

@@ -260,29 +260,16 @@ impl RedisServer {
 
     /// Make the replica the primary: `REPLICAOF NO ONE` on it (directly, not through a link),
     /// and the record of it from now on (a restarted old primary comes back as its replica).
-    /// Returns the promoted member's name and address.
-    pub async fn promote(&mut self) -> anyhow::Result<(String, String)> {
+    /// Returns the promoted member's name and its address (the harness's and the proxy's).
+    pub async fn promote(&mut self) -> anyhow::Result<(String, String, String)> {
         let (_, Some(replica)) = self.roles() else {
             anyhow::bail!("the Redis lock service has no replica to promote");
         };
         let i = self.index(&replica)?;
         let addr = self.members[i].addr();
-        let client = redis::Client::open(format!("redis://{addr}"))?;
-        let ask = async {
-            let mut c = client.get_multiplexed_async_connection().await?;
-            redis::cmd("REPLICAOF")
-                .arg("NO")
-                .arg("ONE")
-                .query_async::<String>(&mut c)
-                .await
-        };
-        tokio::time::timeout(Duration::from_secs(2), ask)
-            .await
-            .map_err(|_| {
-                anyhow::anyhow!("{replica} did not answer REPLICAOF NO ONE within 2 s")
-            })??;
+        replicaof(&addr, None).await?;
         self.primary = i;
-        Ok((replica, addr))
+        Ok((replica, addr.clone(), addr))
     }
 
     fn index(&self, node: &str) -> anyhow::Result<usize> {
@@ -390,6 +377,29 @@ impl Drop for RedisServer {
         }
         self.remove_data();
     }
+}
+
+/// `REPLICAOF HOST PORT` (or `NO ONE`, a promotion) to the server at `addr`, directly.
+pub async fn replicaof(addr: &str, of: Option<(&str, u16)>) -> anyhow::Result<()> {
+    let client = redis::Client::open(format!("redis://{addr}"))?;
+    let (host, port) = match of {
+        Some((host, port)) => (host.to_string(), port.to_string()),
+        None => ("NO".to_string(), "ONE".to_string()),
+    };
+    let ask = async {
+        let mut c = client.get_multiplexed_async_connection().await?;
+        redis::cmd("REPLICAOF")
+            .arg(&host)
+            .arg(&port)
+            .query_async::<String>(&mut c)
+            .await
+    };
+    tokio::time::timeout(Duration::from_secs(2), ask)
+        .await
+        .map_err(|_| {
+            anyhow::anyhow!("{addr} did not answer REPLICAOF {host} {port} within 2 s")
+        })??;
+    Ok(())
 }
 
 /// Whether the replica at `addr` answers and its link to the primary is up (in sync).

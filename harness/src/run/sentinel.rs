@@ -43,7 +43,7 @@ impl Sentinel {
     pub async fn start(w: Watching) -> Option<Sentinel> {
         let has_replica = {
             let mut lock = w.lock.lock().await;
-            lock.redis_mut().is_some_and(|r| r.roles().1.is_some())
+            lock.replicated().is_some_and(|r| r.roles().1.is_some())
         };
         has_replica.then(|| Sentinel {
             task: tokio::spawn(watch(w)),
@@ -75,8 +75,8 @@ async fn pong(conn: &mut Option<redis::aio::MultiplexedConnection>, addr: &str) 
 async fn watch(w: Watching) {
     let primary = {
         let mut lock = w.lock.lock().await;
-        match lock.redis_mut() {
-            Some(r) => r.addr(),
+        match lock.replicated() {
+            Some(r) => r.primary_addr(),
             None => return,
         }
     };
@@ -100,15 +100,19 @@ async fn watch(w: Watching) {
 async fn promote(w: &Watching, silent: Duration) {
     let promoted = {
         let mut lock = w.lock.lock().await;
-        let Some(r) = lock.redis_mut() else { return };
+        let Some(mut r) = lock.replicated() else {
+            return;
+        };
         let old = r.roles().0;
-        r.promote().await.map(|(node, addr)| (old, node, addr))
+        r.promote()
+            .await
+            .map(|(node, addr, upstream)| (old, node, addr, upstream))
     };
     let base = json!({
         "silent_real_ms": silent.as_millis() as u64,
         "promote_after_s": w.after_s,
     });
-    let (old, node, addr) = match promoted {
+    let (old, node, addr, upstream) = match promoted {
         Ok(p) => p,
         Err(e) => {
             let mut v = base;
@@ -123,7 +127,7 @@ async fn promote(w: &Watching, silent: Duration) {
     let mut failed = Vec::new();
     for b in &w.boxes {
         let link = chaos_nemesis::Link::name(b, LOCK_NODE);
-        match w.links.repoint(&link, &node, &addr).await {
+        match w.links.repoint(&link, &node, &upstream).await {
             Ok(()) => moved.push(link),
             Err(e) => failed.push(e.to_string()),
         }

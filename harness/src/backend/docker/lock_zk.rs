@@ -1,41 +1,52 @@
-//! ZooKeeper as the lock service's server on the docker backend: one member (standalone) in a container of the locally built `chaos-zookeeper` image (Debian's `zookeeper` 3.8 and `default-jre-headless`, scripts/build-images) on the run's network, with the run's labels (so the run's removal and the next command's reap cover it), configured as on the process backend (the same `zoo.cfg` but for its client port on 0.0.0.0, and the same JVM flags), its client port published on 127.0.0.1 for the harness's observer. The boxes reach it through the proxy container (`box-K->lock`). The image's entrypoint stays PID 1 as a supervisor (label `chaos.zookeeper.signals`): SIGUSR1 stops the JVM, SIGUSR2 kills it (a crash), SIGHUP starts it again on its data, so a nemesis stop keeps the container and its address.
+//! ZooKeeper as the lock service's server on the docker backend: each member in a container of the locally built `chaos-zookeeper` image (Debian's `zookeeper` 3.8 and `default-jre-headless`, scripts/build-images), configured as on the process backend (the same `zoo.cfg` but for its ports on 0.0.0.0, and the same JVM flags), its client port published on 127.0.0.1 for the harness's observer (`lock_box.rs`: the container, its supervisor, the nemesis's stop, start and pause). The boxes reach a member through the proxy container (`box-K->lock`). The image's entrypoint stays PID 1 as a supervisor (label `chaos.zookeeper.signals`): SIGUSR1 stops the JVM, SIGUSR2 kills it (a crash), SIGHUP starts it again on its data, so a nemesis stop keeps the container and its address.
+//!
+//! One member (`lock`, standalone) sits on the run's network. An ensemble of three (`lock-1` ..
+//! `lock-3`, `server.N=lock-N:2880+N:3880+N`) sits as etcd's three members do (`lock_net.rs`):
+//! each member on a network of its own with the proxy, every other member's name mapped to the
+//! proxy's address there, so each ordered pair's quorum and election connections go through the
+//! link `lock-I->lock-J` (two proxies, one per port of J).
 
 use super::containers::*;
 use super::engine;
-use super::lock::{container_ip, has_label};
+use super::lock::has_label;
+use super::lock_box::{self, LockBox};
+use super::lock_net::PeerNets;
+use testcontainers::core::Host;
 
 /// ZooKeeper's client port inside its container.
 const PORT: u16 = 2181;
-/// The container's suffix and its log's name.
-const MEMBER: &str = "lock";
+/// An ensemble's member N listens for followers on this + N and for elections on
+/// `ELECTION_PORT` + N: a port of its own each, so the proxy tells `lock-1->lock-2` from
+/// `lock-1->lock-3` by the port (`lock_net.rs`).
+const QUORUM_PORT: u16 = 2880;
+const ELECTION_PORT: u16 = 3880;
 /// `CHAOS_ZOOKEEPER_IMAGE`, default the locally built image.
 const DEFAULT_ZK_IMAGE: &str = "chaos-zookeeper:3.8";
 /// The label our image carries when its entrypoint takes the stop and start signals.
 const ZK_SIGNALS_LABEL: &str = "chaos.zookeeper.signals";
 /// The member's directory in its container (its `zoo.cfg`, and its data under `data/`).
 const DIR: &str = "/var/lib/chaos-zookeeper";
-/// How long the JVM may take to serve in its container.
+/// How long the JVMs may take to serve in their containers.
 const ZK_START_TIMEOUT: Duration = Duration::from_secs(30);
 
-/// One ZooKeeper member in a container of the run.
+fn serving(addr: String) -> std::pin::Pin<Box<dyn std::future::Future<Output = bool> + Send>> {
+    Box::pin(async move { crate::lock::zk_srvr_mode(&addr).await.is_some() })
+}
+
+fn answering(addr: String) -> std::pin::Pin<Box<dyn std::future::Future<Output = bool> + Send>> {
+    Box::pin(async move { answers(&addr).await })
+}
+
+/// ZooKeeper in containers of the run: one member, or an ensemble of three.
 pub struct DockerZk {
     docker: Docker,
-    container: Option<ContainerAsync<GenericImage>>,
-    id: String,
-    name: String,
+    run_id: String,
     image: String,
-    host_port: u16,
-    /// The container's own address on the run's network when the host reaches it (the
-    /// observer's path: no docker-proxy between it and the harness), else None.
-    direct: Option<String>,
-    running: bool,
-    /// Its supervisor and the JVM under it, signalled from this host (a pause is a SIGSTOP of
-    /// the JVM, not of the container).
-    sup: super::supervised::Supervised,
-    log_path: PathBuf,
+    members: Vec<LockBox>,
+    /// An ensemble: each member's network and the proxy's address on it.
+    nets: Option<PeerNets>,
     version: String,
-    /// Real time from the container's creation (or a start signal) to its first `srvr` answer
-    /// as serving.
+    /// Real time from the first container's creation to every member serving.
     pub started_in: Duration,
 }
 
@@ -54,9 +65,10 @@ fn java_args() -> Vec<String> {
 }
 
 impl DockerZk {
-    /// Start the member on the run's network and wait until it serves on its published port.
-    pub async fn start(run_id: &str, log_dir: &Path) -> anyhow::Result<DockerZk> {
-        let began = Instant::now();
+    /// The members `nodes` (`lock`, or `lock-1` .. `lock-3`) planned: names and ports, and for
+    /// an ensemble their networks with the proxy container on each, so the peer links can be
+    /// made before any member starts (`launch`).
+    pub async fn plan(run_id: &str, log_dir: &Path, nodes: &[String]) -> anyhow::Result<DockerZk> {
         let engine = engine::engine().await?;
         let image = std::env::var("CHAOS_ZOOKEEPER_IMAGE")
             .ok()
@@ -68,181 +80,210 @@ impl DockerZk {
                 "image {image} has no label {ZK_SIGNALS_LABEL}: the harness stops and starts ZooKeeper inside its container by signals; build chaos-zookeeper with scripts/build-images"
             );
         }
-        let name = docker_name(run_id, MEMBER);
-        let host_port = crate::procs::free_port()
-            .map_err(|e| anyhow::anyhow!("no free port for the lock container: {e}"))?;
-        let cfg = crate::lock::zoo_cfg_on(Path::new(DIR), "0.0.0.0", PORT, &[]);
-        let req = generic(&image)
-            .with_exposed_port(ContainerPort::Tcp(PORT))
-            .with_container_name(&name)
-            .with_network(docker_name(run_id, "net"))
-            .with_labels(labels(run_id))
-            .with_env_var("ZOO_CFG", cfg)
-            .with_cmd(java_args())
-            .with_startup_timeout(START_TIMEOUT);
-        let req = publish_on_loopback(req, vec![(PORT, host_port)]);
-        let container = req
-            .start()
-            .await
-            .map_err(|e| anyhow::anyhow!("start the lock container ({image}): {e}"))?;
-        let sup = super::supervised::Supervised::new(&engine.docker, container.id(), "java").await;
-        let mut zk = DockerZk {
+        let mut members = Vec::new();
+        for (n, node) in (1..).zip(nodes) {
+            members.push(LockBox::plan(run_id, node, n, log_dir, "zookeeper")?);
+        }
+        let nets = match nodes.len() {
+            1 => None,
+            n => Some(PeerNets::create(&engine.docker, run_id, n).await?),
+        };
+        Ok(DockerZk {
             docker: engine.docker.clone(),
-            id: container.id().to_string(),
-            container: Some(container),
-            name,
+            run_id: run_id.to_string(),
             image,
-            host_port,
-            direct: None,
-            running: true,
-            sup,
-            log_path: log_dir.join(format!("{MEMBER}.log")),
+            members,
+            nets,
             version: String::new(),
             started_in: Duration::ZERO,
+        })
+    }
+
+    /// Member `i`'s container: the process backend's `zoo.cfg` but for its client port on
+    /// 0.0.0.0 and, in an ensemble, its quorum and election ports on every address of the
+    /// container (its own name is 127.0.0.1 in its hosts file; every other member's is the
+    /// proxy's address on its network).
+    fn request(&self, i: usize) -> ContainerRequest<GenericImage> {
+        let servers: Vec<(usize, u16, u16)> = (1..=self.members.len())
+            .map(|n| (n, QUORUM_PORT + n as u16, ELECTION_PORT + n as u16))
+            .collect();
+        let mut cfg = crate::lock::zoo_cfg_on(Path::new(DIR), "0.0.0.0", PORT, &servers);
+        if self.nets.is_some() {
+            cfg.push_str("quorumListenOnAllIPs=true\n");
+        }
+        let network = match &self.nets {
+            Some(nets) => nets.network(i).to_string(),
+            None => docker_name(&self.run_id, "net"),
         };
-        zk.wait_ready(began).await?;
-        zk.started_in = began.elapsed();
-        zk.version = version(&zk.client_addr()).await;
-        if let Some(ip) = container_ip(&zk.docker, &zk.id).await {
-            let addr = format!("{ip}:{PORT}");
-            if crate::lock::zk_srvr_mode(&addr).await.is_some() {
-                zk.direct = Some(addr);
+        let mut req = generic(&self.image)
+            .with_exposed_port(ContainerPort::Tcp(PORT))
+            .with_network(network)
+            .with_env_var("ZOO_CFG", cfg)
+            .with_env_var("ZOO_MYID", (i + 1).to_string())
+            .with_cmd(java_args());
+        if let Some(nets) = &self.nets {
+            req = req.with_host(lock_name(i + 1), Host::Addr([127, 0, 0, 1].into()));
+            if let Ok(proxy) = nets.proxy_ip(i).parse::<std::net::IpAddr>() {
+                for n in (1..=self.members.len()).filter(|n| *n != i + 1) {
+                    req = req.with_host(lock_name(n), Host::Addr(proxy));
+                }
             }
         }
-        Ok(zk)
+        req
     }
 
-    /// Wait until the member answers `srvr` as serving.
-    async fn wait_ready(&mut self, began: Instant) -> anyhow::Result<()> {
-        loop {
-            if crate::lock::zk_srvr_mode(&self.client_addr())
-                .await
-                .is_some()
-            {
-                return Ok(());
+    /// The peer links (an ensemble): `(link, listen, upstream)`, twice per ordered pair:
+    /// `lock-1->lock-2` listening on the proxy's address in lock-1's network at lock-2's quorum
+    /// port and at its election port, forwarding to lock-2's container.
+    pub fn peer_links(&self) -> Vec<(String, String, String)> {
+        let Some(nets) = &self.nets else {
+            return vec![];
+        };
+        let mut out = Vec::new();
+        for (i, from) in self.members.iter().enumerate() {
+            for (j, to) in self.members.iter().enumerate().filter(|(j, _)| *j != i) {
+                for base in [QUORUM_PORT, ELECTION_PORT] {
+                    let port = base + j as u16 + 1;
+                    out.push((
+                        chaos_nemesis::Link::name(&from.node, &to.node),
+                        format!("{}:{port}", nets.proxy_ip(i)),
+                        format!("{}:{port}", to.name),
+                    ));
+                }
             }
-            if let Some((false, code)) = container_state(&self.docker, &self.id).await {
-                anyhow::bail!(
-                    "zookeeper's container {} exited at start (status {code}): see `docker logs {}` or logs/{MEMBER}.log of the run",
-                    self.name,
-                    self.name
-                );
-            }
-            if began.elapsed() > ZK_START_TIMEOUT {
-                anyhow::bail!(
-                    "zookeeper in container {} did not serve on {} within {} s: see logs/{MEMBER}.log of the run",
-                    self.name,
-                    self.client_addr(),
-                    ZK_START_TIMEOUT.as_secs()
-                );
-            }
-            tokio::time::sleep(Duration::from_millis(10)).await;
         }
+        out
     }
 
-    /// Where the proxy forwards the boxes' links: the container's name on the run's network.
-    pub fn upstream(&self) -> String {
-        format!("{}:{PORT}", self.name)
+    /// Start every member's container at once and wait until each serves (an ensemble's: once
+    /// a leader is elected and it has joined).
+    pub async fn launch(&mut self) -> anyhow::Result<()> {
+        let began = Instant::now();
+        let reqs: Vec<_> = (0..self.members.len()).map(|i| self.request(i)).collect();
+        let (docker, image, run_id) = (&self.docker, &self.image, &self.run_id);
+        let started = futures_util::future::join_all(
+            self.members
+                .iter_mut()
+                .zip(reqs)
+                .map(|(m, req)| m.create(docker, req, PORT, image, run_id)),
+        )
+        .await;
+        started.into_iter().collect::<anyhow::Result<Vec<()>>>()?;
+        for m in &mut self.members {
+            m.wait_ready(&self.docker, began, ZK_START_TIMEOUT, serving)
+                .await?;
+            m.started_in = began.elapsed();
+        }
+        self.started_in = began.elapsed();
+        self.version = version(&self.members[0].client_addr()).await;
+        for m in &mut self.members {
+            m.find_direct(&self.docker, PORT, serving).await;
+        }
+        Ok(())
     }
 
-    /// `127.0.0.1:PORT`, the client port published on the host.
-    pub fn client_addr(&self) -> String {
-        format!("127.0.0.1:{}", self.host_port)
+    fn index(&self, node: &str) -> anyhow::Result<usize> {
+        self.members
+            .iter()
+            .position(|m| m.node == node)
+            .ok_or_else(|| anyhow::anyhow!("{node} is not a member of the lock service"))
     }
 
-    /// Where the harness's observer watches: the container's own address when the host
-    /// reaches it, else the published port.
-    pub fn observe_addr(&self) -> String {
-        self.direct.clone().unwrap_or_else(|| self.client_addr())
+    /// Whether `node` names a member.
+    pub fn has(&self, node: &str) -> bool {
+        self.index(node).is_ok()
     }
 
-    /// The member, when it serves: it leads itself (standalone).
+    /// Where the proxy forwards the boxes' links to `node`: its container's name.
+    pub fn upstream(&self, node: &str) -> Option<String> {
+        let i = self.index(node).ok()?;
+        Some(format!("{}:{PORT}", self.members[i].name))
+    }
+
+    /// Where the harness's observer watches: each member's own address when the host reaches
+    /// it, else its published port; comma-separated.
+    pub fn observe_addrs(&self) -> String {
+        let addrs: Vec<String> = self.members.iter().map(|m| m.observe_addr()).collect();
+        addrs.join(",")
+    }
+
+    /// The member that leads (one member: itself, while it serves).
     pub async fn leader(&self) -> Option<String> {
-        let serving = self.running
-            && crate::lock::zk_srvr_mode(&self.client_addr())
-                .await
-                .is_some();
-        serving.then(|| MEMBER.to_string())
+        for m in self.members.iter().filter(|m| m.running && !m.paused) {
+            if let Some(mode) = crate::lock::zk_srvr_mode(&m.observe_addr()).await {
+                if mode == "leader" || mode == "standalone" {
+                    return Some(m.node.clone());
+                }
+            }
+        }
+        None
     }
 
     pub fn describe(&self) -> String {
+        let how = match self.members.len() {
+            1 => format!("one member, container {}", self.members[0].name),
+            n => format!(
+                "an ensemble of {n}: {}, containers {}..., peer traffic through the proxy",
+                self.members
+                    .iter()
+                    .map(|m| m.node.as_str())
+                    .collect::<Vec<_>>()
+                    .join(", "),
+                docker_name(&self.run_id, "lock-")
+            ),
+        };
         format!(
-            "zookeeper {} (one member, tick {} ms, container {} of {}, started in {:.2} s)",
+            "zookeeper {} ({how}, tick {} ms, of {}, started in {:.2} s)",
             self.version,
             crate::lock::ZK_TICK_MS,
-            self.name,
             self.image,
             self.started_in.as_secs_f64()
         )
     }
 
     /// The nemesis's pause (SIGSTOP of the JVM's own process) or resume (SIGCONT); how.
-    pub async fn pause_member(&mut self, pause: bool) -> anyhow::Result<&'static str> {
-        if !self.running {
-            anyhow::bail!("the zookeeper member is not running");
-        }
-        self.sup.pause(pause).await
+    pub async fn pause_member(&mut self, node: &str, pause: bool) -> anyhow::Result<&'static str> {
+        let i = self.index(node)?;
+        self.members[i].pause(pause).await
     }
 
-    /// The nemesis's stop: SIGTERM to the JVM (`Fast`) or SIGKILL (`Immediate`, a crash),
+    /// The nemesis's stop: SIGTERM to the JVM (`Fast`) or SIGKILL (`Immediate`, a crash)
     /// through the container's supervisor; the container, its address and its data kept.
-    /// Returns when the member no longer answers.
-    /// A paused JVM is resumed first, so it acts on the stop.
-    pub async fn stop_member(&mut self, mode: StopMode) -> anyhow::Result<()> {
-        if !self.running {
-            anyhow::bail!("the zookeeper member is not running");
-        }
-        let exited = self.sup.stop(mode).await?;
-        let began = Instant::now();
-        let addr = self.client_addr();
-        while !exited && answers(&addr).await {
-            if began.elapsed() > STOP_TIMEOUT {
-                anyhow::bail!(
-                    "zookeeper in container {} still answers {} s after its stop",
-                    self.name,
-                    STOP_TIMEOUT.as_secs()
-                );
-            }
-            tokio::time::sleep(Duration::from_millis(5)).await;
-        }
-        self.running = false;
-        Ok(())
+    pub async fn stop_member(&mut self, node: &str, mode: StopMode) -> anyhow::Result<()> {
+        let i = self.index(node)?;
+        self.members[i].stop_server(mode, answering).await
     }
 
     /// The nemesis's start: the JVM again in its container on its data; how long until it
-    /// served.
-    pub async fn start_member(&mut self) -> anyhow::Result<Duration> {
-        if self.running {
-            anyhow::bail!("the zookeeper member is already running");
-        }
-        let began = Instant::now();
-        let sup = self.sup.clone();
-        sup.start().await?;
-        self.running = true;
-        sup.start_again_until(RESIGNAL * 10, self.wait_ready(began))
-            .await?;
-        self.started_in = began.elapsed();
-        Ok(self.started_in)
+    /// answered (standalone: served; an ensemble's member serves only once it finds a quorum,
+    /// which a scenario may have taken away).
+    pub async fn start_member(&mut self, node: &str) -> anyhow::Result<Duration> {
+        let i = self.index(node)?;
+        let probe = match self.members.len() {
+            1 => serving,
+            _ => answering,
+        };
+        let docker = self.docker.clone();
+        self.members[i]
+            .start_server(&docker, RESIGNAL * 10, ZK_START_TIMEOUT, probe)
+            .await
     }
 
-    /// Copy its log into the run's logs and remove the container.
+    /// How long `node`'s last start took (the longest of all for any other name).
+    pub fn last_start(&self, node: &str) -> Duration {
+        lock_box::last_start(&self.members, node)
+    }
+
+    /// Copy the logs into the run's logs and remove the containers (an ensemble's networks go
+    /// with the run's label, after the proxy's container that is on them).
     pub async fn stop(&mut self) {
-        if let Some(c) = self.container.take() {
-            copy_log(&self.docker, &self.id, &self.log_path).await;
-            let _ = tokio::time::timeout(STOP_TIMEOUT, c.rm()).await;
-        }
-        self.running = false;
+        lock_box::remove_all(&self.docker, &mut self.members).await;
     }
 }
 
-impl Drop for DockerZk {
-    fn drop(&mut self) {
-        // A path that skipped `stop`: the container carries the run's label, which the run's
-        // cluster removes on the same path (or the next command's reap).
-        if let Some(c) = self.container.take() {
-            std::mem::forget(c);
-        }
-    }
+/// The name members know member `n` by.
+fn lock_name(n: usize) -> String {
+    format!("lock-{n}")
 }
 
 /// Whether the member answers `srvr` at all, serving or not (a published port's docker-proxy

@@ -11,6 +11,7 @@ mod cluster;
 mod containers;
 pub mod engine;
 mod lock;
+mod lock_box;
 mod lock_net;
 mod lock_redis;
 mod lock_zk;

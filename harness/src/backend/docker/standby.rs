@@ -49,7 +49,7 @@ impl DockerCluster {
 }
 
 /// Run `sh -c script` in a running container as `user`; its exit code and its output.
-async fn exec(
+pub(super) async fn exec(
     docker: &Docker,
     id: &str,
     user: &str,
