@@ -14,6 +14,13 @@ dir=/var/lib/chaos-zookeeper
 mkdir -p "$dir/data"
 [ -n "${ZOO_CFG:-}" ] && printf '%s\n' "$ZOO_CFG" > "$dir/zoo.cfg"
 [ -n "${ZOO_MYID:-}" ] && printf '%s\n' "$ZOO_MYID" > "$dir/data/myid"
+# $ZOO_FORWARD, an ensemble's member: `PORT:HOST:PORT ...`, each a forwarder on 127.0.0.1:PORT
+# to HOST:PORT (another member's election port, through the proxy). A member that opens an
+# election connection to one with a higher id announces its own address (127.0.0.1 here), and
+# that member calls back there: in its own container, the forwarder takes the call to the link.
+for f in ${ZOO_FORWARD:-}; do
+    socat "TCP-LISTEN:${f%%:*},bind=127.0.0.1,fork,reuseaddr" "TCP:${f#*:}" &
+done
 stops=0 crashes=0 starts=0 exits=0
 seen_stops=0 seen_crashes=0 seen_starts=0
 trap 'stops=$((stops + 1))' USR1

@@ -122,7 +122,20 @@ impl DockerZk {
             .with_env_var("ZOO_MYID", (i + 1).to_string())
             .with_cmd(java_args());
         if let Some(nets) = &self.nets {
-            req = req.with_host(lock_name(i + 1), Host::Addr([127, 0, 0, 1].into()));
+            // A member that opens an election connection to one with a higher id announces
+            // its own address, 127.0.0.1 here, and that member drops the connection and calls
+            // back there: the image's forwarders (`ZOO_FORWARD`) take that call from its own
+            // loopback to the link. Without them an ensemble never formed in 2 starts of 9.
+            let forward: Vec<String> = (1..=self.members.len())
+                .filter(|n| *n != i + 1)
+                .map(|n| {
+                    let port = ELECTION_PORT + n as u16;
+                    format!("{port}:{}:{port}", lock_name(n))
+                })
+                .collect();
+            req = req
+                .with_env_var("ZOO_FORWARD", forward.join(" "))
+                .with_host(lock_name(i + 1), Host::Addr([127, 0, 0, 1].into()));
             if let Ok(proxy) = nets.proxy_ip(i).parse::<std::net::IpAddr>() {
                 for n in (1..=self.members.len()).filter(|n| *n != i + 1) {
                     req = req.with_host(lock_name(n), Host::Addr(proxy));
