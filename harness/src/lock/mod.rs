@@ -18,7 +18,7 @@ pub use chaos_workloads::lock::LockKind;
 pub use etcd::EtcdServer;
 pub use observe::{Names, Observer, Seen};
 pub use redis::{
-    in_sync as redis_in_sync, ping as redis_ping, replicaof as redis_replicaof, RedisServer,
+    in_sync as redis_in_sync, ping as redis_ping, promote_at as redis_promote_at, RedisServer,
 };
 pub use zookeeper::{
     srvr_mode as zk_srvr_mode, zoo_cfg_on, ZkServer, JVM_FLAGS as ZK_JVM_FLAGS,

@@ -267,7 +267,7 @@ impl RedisServer {
         };
         let i = self.index(&replica)?;
         let addr = self.members[i].addr();
-        replicaof(&addr, None).await?;
+        promote_at(&addr).await?;
         self.primary = i;
         Ok((replica, addr.clone(), addr))
     }
@@ -379,26 +379,20 @@ impl Drop for RedisServer {
     }
 }
 
-/// `REPLICAOF HOST PORT` (or `NO ONE`, a promotion) to the server at `addr`, directly.
-pub async fn replicaof(addr: &str, of: Option<(&str, u16)>) -> anyhow::Result<()> {
+/// A promotion: `REPLICAOF NO ONE` to the server at `addr`, directly (not through a link).
+pub async fn promote_at(addr: &str) -> anyhow::Result<()> {
     let client = redis::Client::open(format!("redis://{addr}"))?;
-    let (host, port) = match of {
-        Some((host, port)) => (host.to_string(), port.to_string()),
-        None => ("NO".to_string(), "ONE".to_string()),
-    };
     let ask = async {
         let mut c = client.get_multiplexed_async_connection().await?;
         redis::cmd("REPLICAOF")
-            .arg(&host)
-            .arg(&port)
+            .arg("NO")
+            .arg("ONE")
             .query_async::<String>(&mut c)
             .await
     };
     tokio::time::timeout(Duration::from_secs(2), ask)
         .await
-        .map_err(|_| {
-            anyhow::anyhow!("{addr} did not answer REPLICAOF {host} {port} within 2 s")
-        })??;
+        .map_err(|_| anyhow::anyhow!("{addr} did not answer REPLICAOF NO ONE within 2 s"))??;
     Ok(())
 }
 

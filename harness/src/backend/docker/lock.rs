@@ -420,17 +420,12 @@ impl DockerEtcd {
         let Some(nets) = &self.nets else {
             return vec![];
         };
-        let mut out = Vec::new();
-        for (i, from) in self.members.iter().enumerate() {
-            for to in self.members.iter().filter(|t| t.n != from.n) {
-                out.push((
-                    chaos_nemesis::Link::name(&from.node, &to.node),
-                    format!("{}:{}", nets.proxy_ip(i), to.peer_port(true)),
-                    format!("{}:{}", to.name, to.peer_port(true)),
-                ));
-            }
-        }
-        out
+        let members: Vec<_> = self
+            .members
+            .iter()
+            .map(|m| (m.node.as_str(), m.name.as_str(), vec![m.peer_port(true)]))
+            .collect();
+        nets.links(&members)
     }
 
     fn index(&self, node: &str) -> anyhow::Result<usize> {

@@ -25,6 +25,8 @@ pub(super) struct LockBox {
     log_path: PathBuf,
     /// What the server is called, for messages (`redis-server`, `zookeeper`).
     what: &'static str,
+    /// Its process's name under the supervisor (`/proc/PID/comm`: `redis-server`, `java`).
+    comm: &'static str,
     /// Real time from its creation (or a start signal) to its first answer.
     pub started_in: Duration,
 }
@@ -36,7 +38,7 @@ impl LockBox {
         node: &str,
         n: usize,
         log_dir: &Path,
-        what: &'static str,
+        (what, comm): (&'static str, &'static str),
     ) -> anyhow::Result<LockBox> {
         Ok(LockBox {
             node: node.to_string(),
@@ -51,6 +53,7 @@ impl LockBox {
             paused: false,
             log_path: log_dir.join(format!("lock-{n}.log")),
             what,
+            comm,
             started_in: Duration::ZERO,
         })
     }
@@ -79,11 +82,7 @@ impl LockBox {
         self.id = c.id().to_string();
         self.container = Some(c);
         self.running = true;
-        let server = match self.what {
-            "zookeeper" => "java",
-            other => other,
-        };
-        self.sup = Some(Supervised::new(docker, &self.id, server).await);
+        self.sup = Some(Supervised::new(docker, &self.id, self.comm).await);
         Ok(())
     }
 

@@ -86,4 +86,27 @@ impl PeerNets {
     pub(super) fn proxy_ip(&self, i: usize) -> &str {
         &self.nets[i].1
     }
+
+    /// The members' peer links, `(link, listen, upstream)`: for each ordered pair
+    /// `lock-I->lock-J`, one per peer port of J, listening on the proxy's address in I's network
+    /// at that port and forwarding to J's container there. `members` are each member's node
+    /// name, container name and peer ports, in order.
+    pub(super) fn links(
+        &self,
+        members: &[(&str, &str, Vec<u16>)],
+    ) -> Vec<(String, String, String)> {
+        let mut out = Vec::new();
+        for (i, (from, _, _)) in members.iter().enumerate() {
+            for (j, (to, name, ports)) in members.iter().enumerate() {
+                for port in ports.iter().filter(|_| i != j) {
+                    out.push((
+                        chaos_nemesis::Link::name(from, to),
+                        format!("{}:{port}", self.proxy_ip(i)),
+                        format!("{name}:{port}"),
+                    ));
+                }
+            }
+        }
+        out
+    }
 }

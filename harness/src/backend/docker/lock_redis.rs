@@ -66,7 +66,13 @@ impl DockerRedis {
         }
         let mut members = Vec::new();
         for (n, node) in (1..).zip(std::iter::once(crate::lock::LOCK_NODE).chain(replica)) {
-            members.push(LockBox::plan(run_id, node, n, log_dir, "redis-server")?);
+            members.push(LockBox::plan(
+                run_id,
+                node,
+                n,
+                log_dir,
+                ("redis-server", "redis-server"),
+            )?);
         }
         Ok(DockerRedis {
             docker: engine.docker.clone(),
@@ -223,7 +229,7 @@ impl DockerRedis {
         };
         let i = self.index(&replica)?;
         let addr = self.members[i].observe_addr();
-        crate::lock::redis_replicaof(&addr, None).await?;
+        crate::lock::redis_promote_at(&addr).await?;
         self.primary = i;
         Ok((replica, addr, self.upstream()))
     }

@@ -82,7 +82,13 @@ impl DockerZk {
         }
         let mut members = Vec::new();
         for (n, node) in (1..).zip(nodes) {
-            members.push(LockBox::plan(run_id, node, n, log_dir, "zookeeper")?);
+            members.push(LockBox::plan(
+                run_id,
+                node,
+                n,
+                log_dir,
+                ("zookeeper", "java"),
+            )?);
         }
         let nets = match nodes.len() {
             1 => None,
@@ -152,20 +158,14 @@ impl DockerZk {
         let Some(nets) = &self.nets else {
             return vec![];
         };
-        let mut out = Vec::new();
-        for (i, from) in self.members.iter().enumerate() {
-            for (j, to) in self.members.iter().enumerate().filter(|(j, _)| *j != i) {
-                for base in [QUORUM_PORT, ELECTION_PORT] {
-                    let port = base + j as u16 + 1;
-                    out.push((
-                        chaos_nemesis::Link::name(&from.node, &to.node),
-                        format!("{}:{port}", nets.proxy_ip(i)),
-                        format!("{}:{port}", to.name),
-                    ));
-                }
-            }
-        }
-        out
+        let members: Vec<_> = (1..)
+            .zip(&self.members)
+            .map(|(n, m)| {
+                let ports = vec![QUORUM_PORT + n, ELECTION_PORT + n];
+                (m.node.as_str(), m.name.as_str(), ports)
+            })
+            .collect();
+        nets.links(&members)
     }
 
     /// Start every member's container at once and wait until each serves (an ensemble's: once
