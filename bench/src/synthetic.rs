@@ -511,6 +511,7 @@ pub(super) fn synthesize(events: u64) -> Synthetic {
         end_scenario_ms,
         completed: true,
         incomplete_reason: None,
+        expect_reach: Vec::new(),
     };
     Synthetic {
         meta,

@@ -3,6 +3,7 @@
 use crate::claims::Claims;
 use crate::fold::HistoryFold;
 use crate::grants::lock_promise;
+use crate::reached::{self, Found};
 use crate::stats::Stats;
 use crate::{fencing, objects, payout, Verdict};
 use chaos_history::{Audit, FinalState, RunMeta, System};
@@ -23,11 +24,17 @@ pub(crate) fn judge(
     };
     let mut anomalies = Vec::new();
     anomalies.extend(fencing::refused_anomaly(&fold.refusals, meta));
+    let mut found = Found::default();
+    let claims = audit.map_or_else(Claims::default, |a| {
+        Claims::from_audit(&meta.job, &a.claim_changes)
+    });
     if let Some(audit) = audit {
-        let claims = Claims::from_audit(&meta.job, &audit.claim_changes);
         stats.claim_changes = audit.claim_changes.len() as u64;
-        anomalies.extend(lock_promise(meta, &claims, &mut stats));
+        let promise = lock_promise(meta, &claims, &mut stats);
+        reached::promise(promise.as_ref(), &mut found);
+        anomalies.extend(promise);
     }
+    reached::scene(meta, reached::seen(fold), &claims).find(&mut found);
     match meta.system {
         System::Payout => {
             if let Some(f) = final_state {
@@ -42,5 +49,6 @@ pub(crate) fn judge(
         }
         System::Mover | System::Failover => {}
     }
-    Verdict::new(anomalies, reasons, stats)
+    let verdict = Verdict::new(anomalies, reasons, stats);
+    reached::settle(verdict, found.into_list(), &meta.expect_reach)
 }

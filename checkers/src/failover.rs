@@ -98,12 +98,14 @@ pub fn check(
         &mut stats,
     ));
     findings::check_latency(&timeline, &mut stats);
+    let found = findings::reached(&stats);
     let mut all = Stats {
         events,
         ..Stats::default()
     };
     all.failover = Some(stats);
-    Verdict::new(anomalies, reasons, all)
+    let verdict = Verdict::new(anomalies, reasons, all);
+    crate::reached::settle(verdict, found.into_list(), &meta.expect_reach)
 }
 
 /// The server that survives as the primary: the replica once it was promoted, else the primary.

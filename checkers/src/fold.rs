@@ -41,6 +41,8 @@ pub struct HistoryFold {
     /// whose list is known costs no comparison of names at all.
     group_of_list: HashMap<u64, u32>,
     pub(crate) refusals: Vec<Refusal>,
+    /// The nemesis's lines and each box's view of its lease (`notes.rs`), for the moments reached.
+    pub(crate) notes: Vec<crate::notes::Note>,
     /// Ingest batches, by shard (its number in `shards`) and `ts_ms`, of which one line
     /// was seen and not yet the other: an invoke still waiting for its answer, or (lines
     /// out of order) an answer whose invoke comes later. Forgotten once both are seen;
@@ -74,6 +76,7 @@ impl HistoryFold {
             last_group_by_shard: Vec::new(),
             group_of_list: HashMap::new(),
             refusals: Vec::new(),
+            notes: Vec::new(),
             in_flight: HashMap::new(),
             early_answers: 0,
             shards: Vec::new(),
@@ -107,6 +110,12 @@ impl HistoryFold {
         i
     }
 
+    /// Whether the fold keeps this line whole (a fault, a box's view of its lease): such a
+    /// line must come through `observe` or `observe_line`, not `observe_fields`.
+    pub fn keeps_whole(process: &str, f: &str, kind: OpType) -> bool {
+        crate::notes::wanted(process, f, kind)
+    }
+
     /// The history file ended in a torn line: the run was cut short.
     pub fn note_torn_tail(&mut self) {
         self.torn_tail = true;
@@ -114,6 +123,7 @@ impl HistoryFold {
 
     /// Fold one event.
     pub fn observe(&mut self, op: &Op) {
+        self.notes.extend(crate::notes::Note::of(op));
         let ingest = op.f == "ingest" && op.process.starts_with("ingest");
         if op.kind == OpType::Invoke && !ingest {
             // Invocations promise nothing: only completions are judged (an
@@ -153,6 +163,12 @@ impl HistoryFold {
     /// Same result as decoding the line into an `Op` and calling `observe`.
     pub fn observe_line(&mut self, line: &str) -> Result<(), serde_json::Error> {
         match serde_json::from_str::<LineView>(line) {
+            // A fault or a box's view of its lease: kept whole, by the general road (a few per run).
+            Ok(l) if crate::notes::wanted(l.process, l.f, l.kind) => {
+                let op: Op = serde_json::from_str(line)?;
+                self.observe(&op);
+                Ok(())
+            }
             Ok(l) => {
                 let v = l.value.unwrap_or_default();
                 self.observe_event(Event {
@@ -184,7 +200,8 @@ impl HistoryFold {
     /// `Value::as_i64` gives of the op's `value` (`None` when absent or of
     /// another type), and `turbines` is the `value.turbines` of an `ingest`
     /// event when it is an array of strings (`None` when absent or not an
-    /// array; an array holding anything but strings must go to `observe`).
+    /// array; an array holding anything but strings must go to `observe`). A line
+    /// [`HistoryFold::keeps_whole`] names must go to `observe` or `observe_line`.
     pub fn observe_fields(&mut self, e: &FoldEvent) {
         let ingest = e.f == "ingest" && e.process.starts_with("ingest");
         if e.kind == OpType::Invoke && !ingest {
@@ -355,6 +372,7 @@ impl HistoryFold {
         };
         self.refusals.sort_by_cached_key(key);
         self.refusals.dedup();
+        crate::notes::settle(&mut self.notes);
     }
 
     /// The shard's number in `shards`, adding it when first named.

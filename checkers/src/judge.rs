@@ -2,6 +2,8 @@
 
 use crate::claims::Claims;
 use crate::fold::HistoryFold;
+use crate::notes::Note;
+use crate::reached::{self, Audited, Found};
 use crate::stats::Stats;
 use crate::times::format_ms;
 use crate::writes::{attribute, TurbineWrites};
@@ -61,6 +63,10 @@ fn judge(
     // batch's invoke may be that line, its rows on the shard), and there is a
     // history at all (nothing observed explains nothing and accuses nothing).
     let expectation_complete = fold.unreadable_ingest == 0 && !fold.torn_tail && fold.events > 0;
+    let (notes, refusals) = (
+        std::mem::take(&mut fold.notes),
+        std::mem::take(&mut fold.refusals),
+    );
     let rows = final_state.map(|f| rows::tally_turbines(fold.turbines, fold.groups, meta, f));
     if let Some(r) = &rows {
         reasons.extend(r.reasons.iter().cloned());
@@ -82,14 +88,24 @@ fn judge(
         stats.plan_finished_time = stats.plan_finished_scenario_ms.map(format_ms);
     }
 
-    if let Some(audit) = audit {
-        let proven_rows = rows.as_ref().filter(|_| final_complete);
-        let judged = judge_audit(meta, audit, proven_rows, live.as_ref(), &mut stats);
-        anomalies.extend(judged.0);
-        reasons.extend(judged.1);
+    let mut found = Found::default();
+    match audit {
+        Some(audit) => {
+            let proven_rows = rows.as_ref().filter(|_| final_complete);
+            let seen = ((&notes[..], &refusals[..]), &mut found);
+            let judged = judge_audit(meta, audit, proven_rows, live.as_ref(), &mut stats, seen);
+            anomalies.extend(judged.0);
+            reasons.extend(judged.1);
+        }
+        // No grants to judge by: what the boxes and the faults say alone.
+        None => reached::scene(meta, (&notes, &refusals), &Default::default()).find(&mut found),
     }
 
-    Verdict::new(anomalies, reasons, stats)
+    reached::settle(
+        Verdict::new(anomalies, reasons, stats),
+        found.into_list(),
+        &meta.expect_reach,
+    )
 }
 
 /// Why the run cannot be judged in full: what the harness said of it and
@@ -210,6 +226,7 @@ fn judge_audit(
     rows: Option<&rows::RowsOutcome>,
     live: Option<&liveness::Liveness>,
     stats: &mut Stats,
+    (seen, found): ((&[Note], &[crate::fold::Refusal]), &mut Found),
 ) -> (Vec<Anomaly>, Vec<String>) {
     let clock = &meta.clock;
     let mut anomalies = Vec::new();
@@ -224,7 +241,9 @@ fn judge_audit(
         .iter()
         .filter(|a| a.borrowed && matches!(a.write.op, WriteOp::Insert | WriteOp::Delete))
         .count() as u64;
-    anomalies.extend(grants::lock_promise(meta, &claims, stats));
+    let promise = grants::lock_promise(meta, &claims, stats);
+    reached::promise(promise.as_ref(), found);
+    anomalies.extend(promise);
 
     // Writes no grant can be named for: never skipped, the reasons say what to set.
     let unattributed = attribution::unattributed(&writes, &claims, rows);
@@ -268,6 +287,17 @@ fn judge_audit(
     stats.stalled_holders = stalls.len() as u64;
     stats.stalled_holder_max_s = stall::longest_s(&stalls, meta);
     anomalies.extend(stall::stall_anomaly(&stalls, &claims, meta));
+
+    let scene = reached::scene(meta, seen, &claims);
+    scene.find(found);
+    let audited = Audited {
+        writes: &writes,
+        late: &late,
+        overlaps: &overlaps,
+        stale: &stale,
+        vacancies: &windows,
+    };
+    audited.find(&scene, found);
     (anomalies, reasons)
 }
 

@@ -19,9 +19,11 @@ mod grants;
 mod judge;
 mod lease;
 mod liveness;
+mod notes;
 mod objects;
 mod observed;
 mod payout;
+mod reached;
 mod readings;
 mod rows;
 mod stall;
@@ -32,6 +34,7 @@ mod writes;
 
 pub use fold::{FoldEvent, HistoryFold, Refusal, TurbineList};
 pub use observed::in_order;
+pub use reached::Reached;
 pub use stats::{GrantStat, Stats};
 pub use verdict::{Anomaly, AnomalyClass, Severity, Validity, Verdict};
 

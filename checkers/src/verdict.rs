@@ -116,6 +116,9 @@ pub struct Verdict {
     /// writes after expiry per box, turbines moved, grants, ...).
     #[serde(default)]
     pub stats: crate::Stats,
+    /// The dangerous moments the run reached, in `Moment` order (`reached.rs`).
+    #[serde(default)]
+    pub reached: Vec<crate::Reached>,
 }
 
 impl AnomalyClass {
@@ -189,7 +192,13 @@ impl Verdict {
             reasons,
             anomalies,
             stats,
+            reached: Vec::new(),
         }
+    }
+
+    /// Whether the run reached a moment.
+    pub fn reached(&self, moment: chaos_history::Moment) -> bool {
+        self.reached.iter().any(|r| r.moment == moment)
     }
 
     /// The anomaly of a class, if the run has one.
@@ -232,6 +241,18 @@ impl Verdict {
                 a.count,
                 a.summary
             ));
+        }
+        for r in &self.reached {
+            out.push_str(&format!(
+                "  reached {:<26} x{:<9} {:<10}  {}\n",
+                r.moment.name(),
+                r.count,
+                r.first_scenario_time,
+                r.summary
+            ));
+        }
+        if self.reached.is_empty() {
+            out.push_str("  reached no dangerous moment\n");
         }
         out
     }

@@ -120,6 +120,7 @@ fn mismatches(verdict: &Verdict, expect: &Value) -> Vec<String> {
     {
         out.push(format!("unexpected reasons {:?}", verdict.reasons));
     }
+    out.extend(reorder::reached_mismatches(verdict, expect));
     let stats = serde_json::to_value(&verdict.stats).unwrap();
     for (k, w) in expect["stats"].as_object().into_iter().flatten() {
         let got = &stats[k];
@@ -413,7 +414,9 @@ fn april_summaries() {
         let rec = record(&data_dir().join(name));
         let summary = check(&rec).summary(&rec.meta.clock);
         println!("{name}:\n{summary}");
-        assert_eq!(summary.lines().count(), 1 + check(&rec).anomalies.len());
+        let v = check(&rec);
+        let lines = 1 + v.anomalies.len() + v.reached.len().max(1);
+        assert_eq!(summary.lines().count(), lines);
     }
 }
 

@@ -102,6 +102,7 @@ fn mismatches(v: &Verdict, expect: &Value) -> Vec<String> {
             ));
         }
     }
+    out.extend(reorder::reached_mismatches(v, expect));
     let stats = serde_json::to_value(v.stats.failover.as_ref().expect("failover stats")).unwrap();
     for (k, w) in expect["stats"].as_object().into_iter().flatten() {
         if !same(&stats[k], w) {

@@ -10,7 +10,9 @@ use serde::{Deserialize, Serialize};
 use std::path::{Path, PathBuf};
 
 mod designs;
+mod expect;
 pub use designs::{ObjectsFence, ObjectsSection, PayoutSection};
+pub use expect::ExpectSection;
 
 /// The least real time a generated database stop or crash, or mover kill, lasts (see
 /// `chaos_nemesis::RandomProfile::restart_min_ms`): Postgres restarted in 50-110 ms after a
@@ -269,14 +271,6 @@ impl FaultEntry {
 pub struct NemesisSection {
     #[serde(default)]
     pub random: Option<RandomProfile>,
-}
-
-#[derive(Debug, Clone, Default, Serialize, Deserialize)]
-#[serde(deny_unknown_fields)]
-pub struct ExpectSection {
-    /// What the scenario is expected to show, for documentation and tests.
-    #[serde(default)]
-    pub verdict: Option<String>,
 }
 
 /// A validated scenario, with times in scenario ms.
@@ -657,18 +651,6 @@ impl Validator {
             "0 to 86400 scenario seconds",
             delay,
         )?;
-        Ok(())
-    }
-
-    fn expect(&self, file: &ScenarioFile) -> Result<(), ScenarioError> {
-        if let Some(v) = &file.expect.verdict {
-            if !["valid", "invalid", "unknown"].contains(&v.as_str()) {
-                return Err(self.field(
-                    "expect.verdict",
-                    format!("'{v}' is not one of valid, invalid, unknown"),
-                ));
-            }
-        }
         Ok(())
     }
 

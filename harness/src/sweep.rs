@@ -171,11 +171,9 @@ async fn one_run(
         // on the lease.
         let latency = chaos_report::latency_table(&history, &meta.clock);
         result.pace = chaos_report::pace(&meta, &latency).map(|p| p.line());
-        Ok(measure::measure(
-            &history,
-            &outcome.verdict.stats,
-            &meta.clock,
-        ))
+        let mut figures = measure::measure(&history, &outcome.verdict.stats, &meta.clock);
+        figures.reached = outcome.verdict.reached.iter().map(|r| r.moment).collect();
+        Ok(figures)
     })();
     match measured {
         Ok(f) => result.figures = Some(f),

@@ -195,6 +195,27 @@ fn the_fenced_reference_mover_passes_and_passing_runs_are_pruned() {
     let dir = campaign(&results);
     assert_eq!(read_as_ci(&dir.join("junit.xml")), (3, 0, 0, 0));
     let summary = read_json(&dir.join("summary.json"));
+    // Issue 36: green for the right reason. Both gc-pause runs met the danger they exist for
+    // (a 20 s pause under a 10 s lease) and survived it: each says so, and the campaign counts.
+    for r in &summary["runs"].as_array().unwrap()[..2] {
+        let reached = r["reached"].to_string();
+        assert!(reached.contains("holder-stopped-past-lease"), "{r}");
+    }
+    let junit = std::fs::read_to_string(dir.join("junit.xml")).unwrap();
+    let count = junit
+        .split("<property name=\"reached.holder-stopped-past-lease\" value=\"")
+        .nth(1)
+        .and_then(|rest| rest.split('"').next())
+        .and_then(|n| n.parse::<u32>().ok());
+    assert!(count.is_some_and(|n| n >= 2), "{junit}");
+    assert!(
+        junit.contains("reached: holder-stopped-past-lease"),
+        "{junit}"
+    );
+    assert!(
+        text.contains("chaos nightly: reached: holder-stopped-past-lease "),
+        "{text}"
+    );
     for r in summary["runs"].as_array().unwrap() {
         let run = PathBuf::from(r["dir"].as_str().unwrap());
         assert_eq!(r["pruned"], true, "{r}");
@@ -502,4 +523,80 @@ fn a_campaign_runs_a_team_mover_given_by_mover_cmd() {
         "workloads/examples/psql-mover.sh"
     );
     assert_eq!(config["scenario"]["file"]["mover"]["ready"], "gate");
+}
+
+/// Issue 36: a campaign seeks what it has not reached. A team's profile that only slows links
+/// (no fault on the holder) runs twice: the second run's scenario, as stored, has its profile
+/// turned toward the moments the first did not reach (more holder pauses, kills, cuts), and
+/// says so; with `--no-seek` it runs the profile as written.
+#[test]
+fn a_campaign_turns_a_drawn_schedule_toward_what_it_has_not_reached() {
+    let _one = one_at_a_time();
+    let results = temp_dir("nightly-seek");
+    let weak = std::fs::read_to_string(repo().join("scenarios/generated.toml"))
+        .unwrap()
+        .replace("name = \"generated\"", "name = \"weak\"")
+        .replace(
+            "faults = [\"pause\", \"latency\", \"down\"]",
+            "faults = [\"latency\"]",
+        )
+        .replace("holder_faults = 4", "holder_faults = 0")
+        .replace("role_faults = 2", "role_faults = 0");
+    let path = results.join("weak.toml");
+    std::fs::write(&path, weak).unwrap();
+    let p = path.to_str().unwrap();
+    for (name, extra) in [("seek", None), ("no-seek", Some("--no-seek"))] {
+        let out = results.join(name);
+        let list = format!("{p},{p}");
+        let mut args = vec![
+            "nightly",
+            "--scenarios",
+            &list,
+            "--generated",
+            "0",
+            "--seed",
+            "11",
+        ];
+        args.extend([
+            "--budget",
+            "10m",
+            "--keep",
+            "all",
+            "--results",
+            out.to_str().unwrap(),
+        ]);
+        args.extend(extra);
+        let (code, text) = chaos_cmd(&format!("nightly-{name}"), &args);
+        assert!(matches!(code, Some(0..=2)), "{text}");
+        let summary = read_json(&campaign(&out).join("summary.json"));
+        let runs = summary["runs"].as_array().unwrap();
+        let profile = |r: &Value| {
+            let dir = PathBuf::from(r["dir"].as_str().unwrap());
+            read_json(&dir.join("config.json"))["scenario"]["file"]["nemesis"]["random"].clone()
+        };
+        assert_eq!(
+            profile(&runs[0])["holder_faults"],
+            0,
+            "run 0 knows nothing yet: {name}"
+        );
+        let first: Vec<String> = serde_json::from_value(runs[0]["reached"].clone()).unwrap();
+        let seekable = [
+            "holder-stopped-past-lease",
+            "stale-write",
+            "three-grants",
+            "vacancy",
+        ];
+        let missing = seekable.iter().any(|m| !first.iter().any(|r| r == m));
+        let turned = profile(&runs[1])["holder_faults"].as_u64().unwrap_or(0) > 0;
+        match extra {
+            None => {
+                assert_eq!(
+                    turned, missing,
+                    "run 1 seeks what run 0 missed ({first:?}): {text}"
+                );
+                assert_eq!(text.contains("nightly: run 1 seeks "), missing, "{text}");
+            }
+            Some(_) => assert!(!turned && !text.contains(" seeks "), "{text}"),
+        }
+    }
 }

@@ -66,6 +66,9 @@ pub struct FailoverMeta {
     pub completed: bool,
     #[serde(default)]
     pub incomplete_reason: Option<String>,
+    /// The moments the scenario exists to reach (`[expect] reach`).
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub expect_reach: Vec<crate::Moment>,
 }
 
 /// One order row as a server holds it at the end.

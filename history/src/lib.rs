@@ -6,6 +6,7 @@
 mod clock;
 mod designs;
 mod failover;
+mod moments;
 mod op;
 mod operation;
 mod reader;
@@ -22,6 +23,7 @@ pub use designs::{
 pub use failover::{
     names as failover_names, FailoverFinal, FailoverMeta, OrderRow, ServerOrders, FAILOVER_SYSTEM,
 };
+pub use moments::Moment;
 pub use op::{Op, OpType};
 pub use operation::{verb, Operation, Refusal};
 pub use reader::{read_history, History, HistoryReader};

@@ -83,6 +83,10 @@ pub struct RunMeta {
     /// Why the run did not complete, when it did not.
     #[serde(default)]
     pub incomplete_reason: Option<String>,
+    /// The moments the scenario exists to reach (`[expect] reach`): a valid run that reached
+    /// none of them is `unknown`.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub expect_reach: Vec<crate::Moment>,
 }
 
 /// What a committed shard write did.

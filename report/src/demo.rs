@@ -544,6 +544,7 @@ pub fn demo_input() -> DemoRun {
         end_scenario_ms: end,
         completed: true,
         incomplete_reason: None,
+        expect_reach: Vec::new(),
     };
 
     let anomaly = |class, severity, count, at: i64, summary: &str, evidence: Value| Anomaly {
@@ -610,6 +611,7 @@ pub fn demo_input() -> DemoRun {
             rows_lost: ROWS_A_YEAR as u64,
             ..Default::default()
         },
+        reached: Vec::new(),
     };
     let extra = json!({
         "fault_landing_lag_real_us": {"p50": 310, "p99": 1240, "max": 1530},

@@ -36,7 +36,9 @@ pub(crate) fn verdict(page: &mut String, verdict: &Verdict) {
         page.push_str("</ul></div>");
     }
     if verdict.anomalies.is_empty() {
-        page.push_str("<p>No anomalies.</p></section>\n");
+        page.push_str("<p>No anomalies.</p>");
+        reached(page, verdict);
+        page.push_str("</section>\n");
         return;
     }
     let mut order: Vec<usize> = (0..verdict.anomalies.len()).collect();
@@ -73,7 +75,33 @@ pub(crate) fn verdict(page: &mut String, verdict: &Verdict) {
             s = severity_word(a.severity),
         );
     }
-    page.push_str("</tbody></table></section>\n");
+    page.push_str("</tbody></table>");
+    reached(page, verdict);
+    page.push_str("</section>\n");
+}
+
+/// The dangerous moments the run reached, first time and who, or that it reached none (a
+/// valid verdict then proves nothing).
+fn reached(page: &mut String, verdict: &Verdict) {
+    if verdict.reached.is_empty() {
+        page.push_str("<p class=\"reached-none\"><b>Reached no dangerous moment</b>: no holder was stopped past its lease, no stale write was tried, nobody held it twice.</p>");
+        return;
+    }
+    page.push_str(
+        "<h3>Dangerous moments reached</h3><table class=\"anomalies reached\"><thead><tr><th>moment</th><th>count</th><th>first</th><th>who</th><th>first occurrence</th></tr></thead><tbody>",
+    );
+    for r in &verdict.reached {
+        let _ = write!(
+            page,
+            "<tr><td class=\"cls\">{}</td><td class=\"num\">{}</td><td class=\"num\">{}</td><td>{}</td><td>{}</td></tr>",
+            esc(r.moment.name()),
+            count(r.count),
+            esc(&r.first_scenario_time),
+            esc(&r.who.join(", ")),
+            esc(&r.summary),
+        );
+    }
+    page.push_str("</tbody></table>");
 }
 
 /// Scenario seconds as the checkers print them (`77.545 s`): the same figure in the key

@@ -43,6 +43,7 @@ fn meta(end_s: i64) -> RunMeta {
         end_scenario_ms: START_MS + end_s * 1000,
         completed: true,
         incomplete_reason: None,
+        expect_reach: Vec::new(),
     }
 }
 
@@ -268,6 +269,7 @@ fn synthetic() -> (RunMeta, Vec<Op>, Audit, Verdict) {
             turbines_planned: 2,
             ..Default::default()
         },
+        reached: Vec::new(),
     };
     (meta(120), h.0, audit, verdict)
 }
@@ -424,6 +426,7 @@ fn no_audit_and_empty_history_still_render() {
         reasons: vec!["shard2 unreadable".into()],
         anomalies: Vec::new(),
         stats: Default::default(),
+        reached: Vec::new(),
     };
     let page = render(&ReportInput {
         meta: &meta,
@@ -630,6 +633,7 @@ fn a_million_events_render_bounded_and_say_aggregated() {
             json!({"turbines": ["AP-0003"]}),
         )],
         stats: Default::default(),
+        reached: Vec::new(),
     };
     let began = Instant::now();
     let page = render(&ReportInput {
@@ -683,6 +687,7 @@ fn valid() -> Verdict {
         reasons: Vec::new(),
         anomalies: Vec::new(),
         stats: Default::default(),
+        reached: Vec::new(),
     }
 }
 

@@ -351,3 +351,29 @@ pub fn check_latency(t: &Timeline, stats: &mut FailoverStats) {
     stats.check_latency_p999_ms = Some(at(0.999));
     stats.check_latency_max_ms = v.last().copied();
 }
+
+/// The moment the failover exists for: the replica promoted while the old primary still took
+/// the app's writes (two writable primaries, or orders the old one committed after the promotion).
+pub fn reached(stats: &FailoverStats) -> crate::reached::Found {
+    let mut found = crate::reached::Found::default();
+    let (Some(at), true) = (
+        stats.promotion_scenario_ms,
+        stats.two_primaries_s > 0.0 || stats.old_primary_writes_after_promotion > 0,
+    ) else {
+        return found;
+    };
+    let line = format!(
+        "the replica was promoted at {} while the old primary still took writes ({} after the promotion, {} s with two primaries)",
+        format_ms(at),
+        stats.old_primary_writes_after_promotion,
+        stats.two_primaries_s
+    );
+    let who = [names::PRIMARY, names::REPLICA];
+    found.add(
+        chaos_history::Moment::PromotionWhileWritable,
+        at,
+        &who,
+        line,
+    );
+    found
+}

@@ -1,4 +1,4 @@
-//! The damage a crash, a copy or a foreign program does to a history's lines, as transforms of its text: shuffled (each line keeps its `index` and `time_ns`), each answer written before its invoke, every line written twice. A checker must give the same verdict after each (`cases.rs`, `failover_cases.rs`).
+//! The damage a crash, a copy or a foreign program does to a history's lines, as transforms of its text: shuffled (each line keeps its `index` and `time_ns`), each answer written before its invoke, every line written twice. A checker must give the same verdict after each (`cases.rs`, `failover_cases.rs`). Also what both read of an `expect.json`'s `reached`.
 
 use chaos_checkers::Verdict;
 use serde_json::Value;
@@ -89,6 +89,9 @@ pub fn findings(v: &Verdict) -> Value {
             "class": a.class, "severity": a.severity, "count": a.count,
             "first": a.first_scenario_time,
         })).collect::<Vec<_>>(),
+        "reached": v.reached.iter().map(|r| serde_json::json!({
+            "moment": r.moment, "count": r.count, "first": r.first_scenario_time,
+        })).collect::<Vec<_>>(),
     })
 }
 
@@ -136,4 +139,29 @@ pub fn ops(text: &str) -> (Vec<chaos_history::Op>, bool) {
         .map(|l| serde_json::from_str(l).unwrap_or_else(|e| panic!("{e}: {l}")))
         .collect();
     (ops, torn.is_some())
+}
+
+/// `reached` in `expect.json`: every moment the run must reach with its first scenario time,
+/// and no other (absent: not checked).
+pub fn reached_mismatches(verdict: &Verdict, expect: &Value) -> Vec<String> {
+    let Some(want) = expect.get("reached").and_then(Value::as_object) else {
+        return Vec::new();
+    };
+    let mut out = Vec::new();
+    for r in &verdict.reached {
+        match want.get(r.moment.name()) {
+            None => out.push(format!("unexpected reached {} ({})", r.moment, r.summary)),
+            Some(first) if first != &r.first_scenario_time => out.push(format!(
+                "reached {}: first {}, want {first}",
+                r.moment, r.first_scenario_time
+            )),
+            Some(_) => {}
+        }
+    }
+    for name in want.keys() {
+        if !verdict.reached.iter().any(|r| r.moment.name() == name) {
+            out.push(format!("never reached {name}"));
+        }
+    }
+    out
 }

@@ -88,6 +88,7 @@ pub fn meta(dir: &Path, history: &Path) -> anyhow::Result<RunMeta> {
             "{} is missing: the harness did not finish (it was killed), so the history may be cut short and the run's plan is unknown",
             chaos_history::RUN_META_FILE
         )),
+        expect_reach: Vec::new(),
     })
 }
 

@@ -548,9 +548,11 @@ fn record(
         }
         _ => None,
     };
-    // A list of anything but names: the fold reads the line itself.
+    // A list of anything but names, a fault or a box's view of its lease: the fold reads the
+    // line itself.
     let odd_list = matches!(&v.turbines, Some(Scalar::Json(t)) if t.starts_with('['));
-    let raw = match completion && list.is_none() && view.f == "ingest" && odd_list {
+    let whole = HistoryFold::keeps_whole(&view.process, &view.f, view.kind);
+    let raw = match whole || (completion && list.is_none() && view.f == "ingest" && odd_list) {
         true => Some(batch.put(std::str::from_utf8(line).ok()?)),
         false => None,
     };

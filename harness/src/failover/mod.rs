@@ -168,6 +168,7 @@ async fn run_in(
         end_scenario_ms: end.scenario_ms,
         completed: incomplete_reason.is_none(),
         incomplete_reason,
+        expect_reach: scenario.expected_moments(),
     };
     results::write_json(&dir.file(chaos_history::RUN_META_FILE), &meta)?;
     results::write_json(&dir.file(chaos_history::FINAL_STATE_FILE), &finals.state)?;

@@ -41,7 +41,17 @@ code{font-size:12px}</style></head><body>\n",
     for why in &s.stopped {
         let _ = writeln!(h, "<p>stopped early: {}</p>", esc(why));
     }
-    h.push_str("<table><tr><th>#</th><th>run</th><th>verdict</th><th>finding</th><th>wall</th><th>report</th><th>replay</th></tr>\n");
+    h.push_str("<h2>Dangerous moments reached</h2><table class=\"reached\"><tr><th>moment</th><th>runs</th></tr>\n");
+    for (m, n) in s.reached() {
+        let class = if n == 0 { "unknown" } else { "valid" };
+        let _ = writeln!(
+            h,
+            "<tr><td>{m}</td><td class=\"{class}\">{n} of {}</td></tr>",
+            c.runs
+        );
+    }
+    h.push_str("</table>\n<h2>Runs</h2>");
+    h.push_str("<table><tr><th>#</th><th>run</th><th>verdict</th><th>finding</th><th>reached</th><th>wall</th><th>report</th><th>replay</th></tr>\n");
     for r in &s.runs {
         let class = match (&r.verdict, &r.error) {
             (_, Some(_)) => "failed",
@@ -59,10 +69,11 @@ code{font-size:12px}</style></head><body>\n",
             .unwrap_or_default();
         let _ = writeln!(
             h,
-            "<tr><td>{}</td><td>{}</td><td class=\"{class}\">{class}</td><td>{}</td><td>{:.1} s</td><td>{report}</td><td><code>{}</code></td></tr>",
+            "<tr><td>{}</td><td>{}</td><td class=\"{class}\">{class}</td><td>{}</td><td>{}</td><td>{:.1} s</td><td>{report}</td><td><code>{}</code></td></tr>",
             r.index,
             esc(&r.name),
             esc(&r.outcome()),
+            r.reached.iter().map(|m| m.name()).collect::<Vec<_>>().join(", "),
             r.wall_s,
             esc(r.replay.as_deref().unwrap_or(""))
         );

@@ -62,6 +62,10 @@ pub fn render(s: &Summary) -> String {
     for why in &s.stopped {
         prop("stopped", why);
     }
+    // How many runs reached each dangerous moment (0: the campaign never met it).
+    for (moment, runs) in s.reached() {
+        prop(&format!("reached.{moment}"), &runs.to_string());
+    }
     x.push_str("    </properties>\n");
     for r in &s.runs {
         testcase(&mut x, r);
@@ -115,6 +119,18 @@ fn testcase(x: &mut String, r: &RunLine) {
     }
     if let Some(c) = &r.replay {
         let _ = writeln!(out, "replay: {c}");
+    }
+    if r.verdict.is_some() {
+        let names: Vec<&str> = r.reached.iter().map(|m| m.name()).collect();
+        let _ = writeln!(
+            out,
+            "reached: {}",
+            if names.is_empty() {
+                "nothing".into()
+            } else {
+                names.join(", ")
+            }
+        );
     }
     if !out.is_empty() {
         let _ = writeln!(x, "      <system-out>{}</system-out>", text(&out));

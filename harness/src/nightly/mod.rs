@@ -4,6 +4,7 @@
 
 mod index;
 mod junit;
+pub mod seek;
 pub mod summary;
 
 use crate::results;
@@ -77,6 +78,12 @@ pub struct CampaignArgs {
     /// Where `nightly/<stamp>/` goes.
     #[arg(long, default_value = "results")]
     pub results: PathBuf,
+    /// Draw every schedule from its scenario's `[nemesis.random]` alone (default: a drawn
+    /// schedule, generated.toml's or a listed scenario's, seeks the dangerous moments no earlier
+    /// run of the campaign reached; its scenario is stored as it ran, so `chaos run --replay
+    /// DIR` runs it again).
+    #[arg(long)]
+    pub no_seek: bool,
 }
 
 /// Which runs keep their bulky files.
@@ -149,7 +156,9 @@ async fn campaign(a: CampaignArgs) -> anyhow::Result<u8> {
         .filter(|s| !s.is_empty())
         .map(String::from)
         .collect();
-    // Every scenario must load, with the flags, before anything runs.
+    // Every scenario must load, with the flags, before anything runs; those whose nemesis
+    // draws a schedule (`[nemesis.random]`) seek what the campaign has not reached.
+    let mut drawn = std::collections::BTreeSet::new();
     for s in scenarios
         .iter()
         .chain(std::iter::once(&GENERATED.to_string()))
@@ -157,7 +166,11 @@ async fn campaign(a: CampaignArgs) -> anyhow::Result<u8> {
         if s == GENERATED && a.generated == Some(0) {
             continue;
         }
-        run::resolve(&a.sut.options(s, None)).map_err(|e| anyhow::anyhow!("--scenarios: {e:#}"))?;
+        let resolved = run::resolve(&a.sut.options(s, None))
+            .map_err(|e| anyhow::anyhow!("--scenarios: {e:#}"))?;
+        if resolved.file.nemesis.random.is_some() {
+            drawn.insert(s.clone());
+        }
     }
     let stamp = results::utc_stamp(std::time::SystemTime::now());
     let seed = a.seed.unwrap_or_else(|| today(&stamp));
@@ -199,7 +212,18 @@ async fn campaign(a: CampaignArgs) -> anyhow::Result<u8> {
             summary.stopped.push(why);
             break;
         }
-        let line = one_run(&a, &e, &dir, budget.saturating_sub(wall.elapsed())).await;
+        // A drawn schedule seeks the dangerous moments no run has reached yet (the first runs
+        // as written: what its profile reaches on its own is the evidence).
+        let seek = match drawn.contains(&e.scenario) && !a.no_seek && !summary.runs.is_empty() {
+            true => seek::missing(summary.runs.iter().flat_map(|r| &r.reached)),
+            false => Vec::new(),
+        };
+        if !seek.is_empty() {
+            let names: Vec<&str> = seek.iter().map(|m| m.name()).collect();
+            eprintln!("nightly: run {} seeks {}", e.index, names.join(", "));
+        }
+        let left = budget.saturating_sub(wall.elapsed());
+        let line = one_run(&a, &e, &dir, left, seek).await;
         let Some(line) = line else {
             let why = format!(
                 "the budget of {:.0} s ran out during {}[{}] (not judged)",
@@ -313,9 +337,16 @@ fn write_whole(path: &Path, text: &str) -> anyhow::Result<()> {
 
 /// One run, judged and pruned. None when the budget ran out before it finished (dropping the
 /// run stops its servers and movers).
-async fn one_run(a: &CampaignArgs, e: &Entry, dir: &Path, left: Duration) -> Option<RunLine> {
+async fn one_run(
+    a: &CampaignArgs,
+    e: &Entry,
+    dir: &Path,
+    left: Duration,
+    seek: Vec<chaos_history::Moment>,
+) -> Option<RunLine> {
     let began = Instant::now();
     let mut opts = a.sut.options(&e.scenario, Some(e.seed));
+    opts.seek = seek;
     opts.results = dir.join("runs");
     opts.quiet = true;
     let outcome = tokio::time::timeout(left.max(Duration::from_secs(1)), run::run(&opts)).await;
@@ -460,6 +491,7 @@ fn finish(s: &Summary, dir: &Path, expect: Option<values::Expect>) -> u8 {
     if !rates.is_empty() {
         println!("chaos nightly: runs per hour here: {}", rates.join(", "));
     }
+    println!("chaos nightly: {}", s.reached_line());
     println!(
         "chaos nightly: {said} (exit {code}): {} runs, {} invalid, {} unknown, {} failed in the harness; {}",
         c.runs,

@@ -1,7 +1,9 @@
 //! A campaign's record: one line per run (scenario, seed, verdict, its first error, where it is, how to replay it) and the campaign's verdict; written as `summary.json` after every run, read back by `chaos nightly merge`.
 
 use chaos_checkers::{Severity, Validity, Verdict};
+use chaos_history::Moment;
 use serde::{Deserialize, Serialize};
+use std::collections::BTreeMap;
 use std::path::Path;
 
 /// One run of a campaign.
@@ -27,6 +29,9 @@ pub struct RunLine {
     pub replay: Option<String>,
     /// Whether its bulky files (history, logs, audit, final state) were pruned.
     pub pruned: bool,
+    /// The dangerous moments the run reached (none: it proved nothing about them).
+    #[serde(default)]
+    pub reached: Vec<Moment>,
 }
 
 impl RunLine {
@@ -57,6 +62,7 @@ impl RunLine {
             dir: Some(dir.display().to_string()),
             replay: Some(format!("chaos run --replay {}", dir.display())),
             pruned: false,
+            reached: verdict.reached.iter().map(|r| r.moment).collect(),
         }
     }
 
@@ -75,6 +81,7 @@ impl RunLine {
             dir: None,
             replay: None,
             pruned: false,
+            reached: Vec::new(),
         }
     }
 
@@ -144,6 +151,45 @@ impl Summary {
             }
         }
         c
+    }
+
+    /// Per moment, the runs that reached it; every moment a lease's run (or, for a campaign of
+    /// the failover, the failover's) can reach is listed, with 0 when none did.
+    pub fn reached(&self) -> BTreeMap<Moment, usize> {
+        let failover = self
+            .runs
+            .iter()
+            .any(|r| r.reached.iter().any(|m| m.failover()));
+        let mut out: BTreeMap<Moment, usize> = Moment::ALL
+            .into_iter()
+            .filter(|m| m.failover() == failover)
+            .map(|m| (m, 0))
+            .collect();
+        for m in self.runs.iter().flat_map(|r| &r.reached) {
+            *out.entry(*m).or_default() += 1;
+        }
+        out
+    }
+
+    /// One line: each moment and how many runs reached it, then the ones none did.
+    pub fn reached_line(&self) -> String {
+        let counts = self.reached();
+        let met: Vec<String> = (counts.iter())
+            .filter(|(_, n)| **n > 0)
+            .map(|(m, n)| format!("{m} {n}/{}", self.runs.len()))
+            .collect();
+        let never: Vec<&str> = (counts.iter())
+            .filter(|(_, n)| **n == 0)
+            .map(|(m, _)| m.name())
+            .collect();
+        let mut line = match met.is_empty() {
+            true => "reached no dangerous moment".to_string(),
+            false => format!("reached: {}", met.join(", ")),
+        };
+        if !never.is_empty() && !met.is_empty() {
+            line.push_str(&format!("; never: {}", never.join(", ")));
+        }
+        line
     }
 
     /// The campaign's verdict: invalid if any run lost data; else unknown if any could not

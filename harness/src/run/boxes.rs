@@ -121,6 +121,9 @@ pub fn settings(s: &Scenario) -> BTreeMap<String, String> {
     if s.file.lock.service != crate::lock::LockKind::Claims {
         settings.insert("lock".into(), s.file.lock.service.name().to_string());
     }
+    if s.file.lock.members != 1 {
+        settings.insert("lock_members".into(), s.file.lock.members.to_string());
+    }
     settings
 }
 

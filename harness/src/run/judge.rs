@@ -55,6 +55,7 @@ pub fn meta(
         end_scenario_ms: end.scenario_ms,
         completed: incomplete_reason.is_none(),
         incomplete_reason,
+        expect_reach: scenario.expected_moments(),
     }
 }
 

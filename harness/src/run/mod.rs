@@ -101,6 +101,23 @@ pub fn resolve(opts: &RunOptions) -> anyhow::Result<Scenario> {
     if opts.lock_replica {
         file.lock.replica = true;
     }
+    if let Some(p) = file
+        .nemesis
+        .random
+        .as_mut()
+        .filter(|_| !opts.seek.is_empty())
+    {
+        let changed = crate::nightly::seek::adjust(p, &opts.seek);
+        if !changed.is_empty() {
+            say(
+                opts.quiet,
+                &format!(
+                    "chaos: seeking what the campaign has not reached: {}",
+                    changed.join(", ")
+                ),
+            );
+        }
+    }
     // etcd's leases are whole seconds: the scale grows until the lease is one.
     let scale = file
         .lock

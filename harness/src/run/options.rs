@@ -48,6 +48,8 @@ pub struct RunOptions {
     pub prepared: Option<Arc<Scenario>>,
     /// The failover system's overrides (`--fence`, `--watcher-cmd`, ...).
     pub failover: crate::failover::settings::Overrides,
+    /// Dangerous moments a generated schedule should seek (a nightly campaign's, `nightly/seek.rs`).
+    pub seek: Vec<chaos_history::Moment>,
 }
 
 impl RunOptions {

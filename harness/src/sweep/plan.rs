@@ -23,6 +23,8 @@ Definitions (every figure is measured from the runs' histories and verdicts):
   finish            scenario seconds from the start until the last planned turbine left its source
   mover stalls      how late a 1 ms timer fires inside each mover process (p99.9, max), worst
                     mover life; 1 real ms is 100 scenario ms at the default scale
+  reached           per dangerous moment (docs/verdict.md), the cell's runs that reached it: a
+                    lease whose runs reached nothing was not tested by them
 Latency profile: a heavy tail on every box-N->routing link from seeded, non-overlapping latency
 windows: 0.9 % of link time between --latency-p99 and --latency-p999, 0.1 % between
 --latency-p999 and --latency-max; --latency-p50 is applied as a base level when the proxy can

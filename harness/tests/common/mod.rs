@@ -144,7 +144,12 @@ pub fn run_scenario(
         args.join(" "),
         began.elapsed().as_secs_f64()
     );
-    let run_dir = latest_run(&dir.join("results"), scenario);
+    // A scenario file is named as its file is (`x/gc-pause-missed.toml`: gc-pause-missed).
+    let named = Path::new(scenario)
+        .file_stem()
+        .and_then(|s| s.to_str())
+        .unwrap_or(scenario);
+    let run_dir = latest_run(&dir.join("results"), named);
     assert_none_left(&data.display().to_string(), 10);
     let _ = std::fs::remove_dir_all(&data);
     (out.status.code(), run_dir)

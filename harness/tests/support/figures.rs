@@ -82,6 +82,32 @@ impl Outcome {
     }
 
     /// One line of the figures, printed by every test so a failure shows them all.
+    /// verdict.json's `reached` entry for a moment (issue 36), asserted present; `who`, when
+    /// given, must be among the boxes of its first occurrence.
+    pub fn reached(&self, moment: &str, who: Option<&str>) -> &Value {
+        let list = self.verdict["reached"]
+            .as_array()
+            .expect("verdict.json lists what it reached");
+        let r = list
+            .iter()
+            .find(|r| r["moment"] == moment)
+            .unwrap_or_else(|| {
+                panic!(
+                    "the run never reached {moment}: {}",
+                    self.verdict["reached"]
+                )
+            });
+        if let Some(b) = who {
+            assert!(
+                r["who"]
+                    .as_array()
+                    .is_some_and(|w| w.iter().any(|x| x == b)),
+                "{moment} names {b}: {r}"
+            );
+        }
+        r
+    }
+
     pub fn summary(&self) -> String {
         format!(
             "verdict {} · grants {} · moved before the vacancy {} · vacancy max {} s · box-2 after expiry {} s · lost turbines {} · rows lost {} · refused {} · duplicated {}",
@@ -137,6 +163,7 @@ pub fn april_lease_only(o: &Outcome) {
         o.summary()
     );
     assert_eq!(o.verdict["valid"], "invalid");
+    april_reached(o);
     let (holder, token, t) = o.grant(0);
     assert_eq!(
         (holder.as_str(), token),
@@ -243,6 +270,7 @@ pub fn april_fenced(o: &Outcome) {
     assert_eq!(o.code, Some(0), "verdict: {}", o.verdict);
     assert_eq!(o.verdict["valid"], "valid");
     assert_eq!(o.grant(0).0, "box-2");
+    april_reached(o);
     assert_eq!(o.stats["rows_lost"].as_u64(), Some(0), "nothing lost");
     assert!(o.stats["lost_turbines"]
         .as_array()
@@ -287,6 +315,24 @@ pub fn gc_pause_lease_only(o: &Outcome) {
         o.stats["rows_lost"].as_u64().unwrap_or(0) > 0,
         "the paused holder's writes destroy data"
     );
+    // Issue 36: the pause outlasted the lease (20 s under 10 s), and the data lost was the
+    // woken holder's writing after its lease: both moments, by the paused box.
+    let holder = o.grant(0).0;
+    o.reached("holder-stopped-past-lease", Some(&holder));
+    o.reached("write-after-expiry", Some(&holder));
+}
+
+/// What April reaches with or without fencing (issue 36): box 2 without its routing db when
+/// its lease ran out at 22:25:10, and the lock unavailable while box 2 held it.
+fn april_reached(o: &Outcome) {
+    let stopped = o.reached("holder-stopped-past-lease", Some("box-2"));
+    assert!(
+        stopped["summary"]
+            .as_str()
+            .is_some_and(|s| s.contains("without its lock")),
+        "{stopped}"
+    );
+    o.reached("lock-unavailable", Some("box-2"));
 }
 
 /// `chaos run gc-pause --fencing on --expect valid`: the paused holder's epoch-7 write is
@@ -309,6 +355,15 @@ pub fn gc_pause_fenced(o: &Outcome) {
     assert!(
         token == 7 && shard_token > 7,
         "epoch 7 refused after a newer epoch was served: {refused}"
+    );
+    // Issue 36: the same danger met as lease only, and the stale write tried (refused).
+    o.reached("holder-stopped-past-lease", Some(&holder));
+    let stale = o.reached("stale-write", Some(&holder));
+    assert!(
+        stale["summary"]
+            .as_str()
+            .is_some_and(|s| s.contains("refused")),
+        "{stale}"
     );
 }
 

@@ -53,4 +53,7 @@ pub struct RunFigures {
     /// The worst of the run's mover lives (each figure its own maximum), and the lives seen.
     pub stall: Stall,
     pub stall_lives: u64,
+    /// The dangerous moments the run reached (its verdict's `reached`).
+    #[serde(default)]
+    pub reached: Vec<chaos_history::Moment>,
 }

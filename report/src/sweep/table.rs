@@ -37,6 +37,7 @@ pub const COLUMNS: &[&str] = &[
     "stall_p999_real_us",
     "stall_max_real_us",
     "verdicts",
+    "reached",
 ];
 
 /// p99.9 needs this many samples before it is more than the maximum.
@@ -135,6 +136,8 @@ pub struct Row {
     pub stall_p999_real_us: u64,
     pub stall_max_real_us: u64,
     pub verdicts: String,
+    /// The runs that reached each dangerous moment, `moment:n` (none: `-`).
+    pub reached: String,
 }
 
 /// Real µs to scenario ms at `real_ms_per_s` real ms per scenario second.
@@ -212,6 +215,22 @@ pub fn row(
             .map(|(k, v)| format!("{k}:{v}"))
             .collect::<Vec<_>>()
             .join(" "),
+        reached: reached_cell(&ok),
+    }
+}
+
+/// Per moment, how many of the runs reached it (`holder-stopped-past-lease:3 stale-write:1`).
+fn reached_cell(runs: &[&RunFigures]) -> String {
+    let mut counts = std::collections::BTreeMap::<chaos_history::Moment, u64>::new();
+    for m in runs.iter().flat_map(|f| &f.reached) {
+        *counts.entry(*m).or_default() += 1;
+    }
+    match counts.is_empty() {
+        true => "-".to_string(),
+        false => (counts.iter())
+            .map(|(m, n)| format!("{m}:{n}"))
+            .collect::<Vec<_>>()
+            .join(" "),
     }
 }
 
@@ -265,6 +284,7 @@ pub fn csv(rows: &[Row]) -> String {
             r.stall_p999_real_us.to_string(),
             r.stall_max_real_us.to_string(),
             r.verdicts.clone(),
+            r.reached.clone(),
         ];
         debug_assert_eq!(fields.len(), COLUMNS.len());
         out.push_str(&fields.join(","));
@@ -274,7 +294,7 @@ pub fn csv(rows: &[Row]) -> String {
 }
 
 /// The person's table's columns: each heading and the unit under it.
-const TEXT_COLUMNS: [(&str, &str); 21] = [
+const TEXT_COLUMNS: [(&str, &str); 22] = [
     ("lease", ""),
     ("fencing", ""),
     ("runs", ""),
@@ -296,6 +316,7 @@ const TEXT_COLUMNS: [(&str, &str); 21] = [
     ("stall p99.9", "ms"),
     ("stall max", "ms"),
     ("verdicts", ""),
+    ("reached", "runs"),
 ];
 
 /// The table for a person: scenario times, one row per lease (and fencing setting).
@@ -355,6 +376,7 @@ fn text_cells(r: &Row) -> Vec<String> {
         format!("{:.0}", r.stall_p999_ms),
         format!("{:.0}", r.stall_max_ms),
         r.verdicts.clone(),
+        r.reached.clone(),
     ];
     debug_assert_eq!(cells.len(), TEXT_COLUMNS.len());
     cells
