@@ -29,13 +29,18 @@ pub(crate) enum Kind {
     Info,
 }
 
-/// The box lines kept: a box's own view of its lease.
-const BOX_LINES: [&str; 4] = ["acquire", "renew", "lost", "done"];
-
-/// Whether the fold keeps a line of this process and `f` (completions only).
+/// Whether the fold keeps a line of this process, `f` and type: the nemesis's completions, and
+/// of a box's lines those that change its view of the lease (an `acquire` that won, a renewal
+/// that did not, `lost`, `done`). A box's polls and its renewals that worked, most of its lines
+/// in a long run, are not kept: a fold holds a few lines per fault and per grant.
 pub(crate) fn wanted(process: &str, f: &str, kind: OpType) -> bool {
-    kind != OpType::Invoke
-        && (process == "nemesis" || (process.starts_with("box-") && BOX_LINES.contains(&f)))
+    match kind {
+        OpType::Invoke => false,
+        _ if process == "nemesis" => true,
+        _ if !process.starts_with("box-") => false,
+        OpType::Ok => f == "acquire" || f == "done",
+        _ => f == "renew" || f == "lost",
+    }
 }
 
 impl Note {
