@@ -5,7 +5,7 @@ use std::process::{Command, Output};
 use std::time::{Duration, Instant};
 
 /// The CSV header the sweep promises (README and the issue name these columns).
-const COLUMNS: &str = "lease_s,fencing,runs,failed_runs,renewals,renew_p50_ms,renew_p99_ms,renew_p999_ms,renew_max_ms,margin_over_p999_ms,false_expiries,runs_with_false_expiry,takeovers,vacancy_total_s,vacancy_max_s,recover_s,holder_kills,writes_after_expiry,writes_after_expiry_max_s,rows_lost,lost_turbines,refused_writes,stalled_holders,stalled_holder_max_s,finish_s,unfinished_runs,stall_p999_ms,stall_max_ms,stall_p999_real_us,stall_max_real_us,verdicts";
+const COLUMNS: &str = "lease_s,fencing,runs,failed_runs,renewals,renew_p50_ms,renew_p99_ms,renew_p999_ms,renew_max_ms,margin_over_p999_ms,false_expiries,runs_with_false_expiry,takeovers,vacancy_total_s,vacancy_max_s,recover_s,holder_kills,writes_after_expiry,writes_after_expiry_max_s,rows_lost,lost_turbines,refused_writes,stalled_holders,stalled_holder_max_s,finish_s,unfinished_runs,stall_p999_ms,stall_max_ms,stall_p999_real_us,stall_max_real_us,verdicts,reached";
 
 fn chaos() -> PathBuf {
     let bin = PathBuf::from(env!("CARGO_BIN_EXE_chaos"));
