@@ -2,7 +2,6 @@
 
 use crate::claims::Claims;
 use crate::fold::HistoryFold;
-use crate::notes::Note;
 use crate::reached::{self, Audited, Found};
 use crate::stats::Stats;
 use crate::times::format_ms;
@@ -226,7 +225,7 @@ fn judge_audit(
     rows: Option<&rows::RowsOutcome>,
     live: Option<&liveness::Liveness>,
     stats: &mut Stats,
-    (seen, found): ((&[Note], &[crate::fold::Refusal]), &mut Found),
+    (seen, found): (reached::Seen, &mut Found),
 ) -> (Vec<Anomaly>, Vec<String>) {
     let clock = &meta.clock;
     let mut anomalies = Vec::new();

@@ -4,7 +4,6 @@
 
 mod index;
 mod junit;
-pub mod seek;
 pub mod summary;
 
 use crate::results;
@@ -215,7 +214,7 @@ async fn campaign(a: CampaignArgs) -> anyhow::Result<u8> {
         // A drawn schedule seeks the dangerous moments no run has reached yet (the first runs
         // as written: what its profile reaches on its own is the evidence).
         let seek = match drawn.contains(&e.scenario) && !a.no_seek && !summary.runs.is_empty() {
-            true => seek::missing(summary.runs.iter().flat_map(|r| &r.reached)),
+            true => run::seek::missing(summary.runs.iter().flat_map(|r| &r.reached)),
             false => Vec::new(),
         };
         if !seek.is_empty() {

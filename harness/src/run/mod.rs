@@ -8,6 +8,7 @@ pub mod boxes;
 mod judge;
 pub(crate) mod live;
 pub mod options;
+pub mod seek;
 mod sentinel;
 mod sut;
 
@@ -107,7 +108,7 @@ pub fn resolve(opts: &RunOptions) -> anyhow::Result<Scenario> {
         .as_mut()
         .filter(|_| !opts.seek.is_empty())
     {
-        let changed = crate::nightly::seek::adjust(p, &opts.seek);
+        let changed = seek::adjust(p, &opts.seek);
         if !changed.is_empty() {
             say(
                 opts.quiet,

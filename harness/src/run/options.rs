@@ -48,7 +48,7 @@ pub struct RunOptions {
     pub prepared: Option<Arc<Scenario>>,
     /// The failover system's overrides (`--fence`, `--watcher-cmd`, ...).
     pub failover: crate::failover::settings::Overrides,
-    /// Dangerous moments a generated schedule should seek (a nightly campaign's, `nightly/seek.rs`).
+    /// Dangerous moments a generated schedule should seek (a nightly campaign's, `run/seek.rs`).
     pub seek: Vec<chaos_history::Moment>,
 }
 
