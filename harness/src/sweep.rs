@@ -1,8 +1,8 @@
-//! `chaos sweep`: one scenario, several lease durations, measured renewal latency, false expiries, vacancy and loss, in a table.
+//! `chaos sweep`: one scenario, several lock services, fencing settings and lease durations, measured renewal latency, false expiries, vacancy and loss, in a decision table.
 //!
-//! Each lease duration (and fencing setting) is run `--runs` times with the
-//! same seeded latency weather on the movers' links to the routing db (see
-//! `profile`), and every figure is measured from the run's history and its
+//! Each cell (lock service, fencing setting, lease duration) is run `--runs`
+//! times with the same seeded latency weather on the movers' links to the lock
+//! (the routing db, or the service's own server; see `profile`), and every figure is measured from the run's history and its
 //! verdict, never taken from the configuration. Definitions, as `--help`
 //! prints them (`DEFINITIONS`):
 //!
@@ -30,13 +30,13 @@ pub(crate) mod plan;
 pub(crate) mod profile;
 
 pub use crate::values::parse_duration_s;
-pub use plan::{plan, Plan, SweepArgs, DEFINITIONS, OWN_FENCING};
+pub use plan::{plan, LockPlan, Plan, SweepArgs, DEFINITIONS, OWN_FENCING};
 
 use crate::results;
 use crate::run::{self, RunOptions};
 use crate::scenario::Scenario;
 use chaos_history::RunMeta;
-use chaos_report::sweep::{svg, table};
+use chaos_report::sweep::{html, svg, table};
 use serde_json::json;
 use std::collections::BTreeMap;
 use std::path::{Path, PathBuf};
@@ -76,25 +76,32 @@ fn weather(plan: &Plan, scenario: &Scenario, seed: u64) -> profile::Generated {
     )
 }
 
-/// Every cell's weather, each checked against the scenario before the first run: seed -> weather.
-fn weathers(plan: &Plan) -> anyhow::Result<(BTreeMap<u64, profile::Generated>, f64)> {
-    let base = RunOptions {
-        scenario: plan.scenario.clone(),
-        time_scale_ms: plan.time_scale_ms,
-        lock: plan.lock,
-        quiet: true,
-        ..Default::default()
-    };
-    let scenario = run::resolve(&base)?;
+/// A cell's weather: which lock service (its index in the plan) and which seed.
+type WeatherKey = (usize, u64);
+
+/// Every cell's weather, each checked against the scenario before the first run: (lock, seed)
+/// -> weather. Every lock service gets the same seeds, on its own renewals' links.
+fn weathers(plan: &Plan) -> anyhow::Result<BTreeMap<WeatherKey, profile::Generated>> {
     let mut out = BTreeMap::new();
-    for k in 0..plan.runs {
-        let seed = plan.seed.wrapping_add(k as u64);
-        let w = weather(plan, &scenario, seed);
-        crate::scenario::validate(scenario.file.clone(), &scenario.path, &w.faults)
-            .map_err(|e| anyhow::anyhow!("the latency profile does not fit the scenario: {e:#}"))?;
-        out.insert(seed, w);
+    for (li, lock) in plan.locks.iter().enumerate() {
+        let base = RunOptions {
+            scenario: plan.scenario.clone(),
+            time_scale_ms: plan.time_scale_ms,
+            lock: lock.flag,
+            quiet: true,
+            ..Default::default()
+        };
+        let scenario = run::resolve(&base)?;
+        for k in 0..plan.runs {
+            let seed = plan.seed.wrapping_add(k as u64);
+            let w = weather(plan, &scenario, seed);
+            crate::scenario::validate(scenario.file.clone(), &scenario.path, &w.faults).map_err(
+                |e| anyhow::anyhow!("the latency profile does not fit the scenario: {e:#}"),
+            )?;
+            out.insert((li, seed), w);
+        }
     }
-    Ok((out, scenario.file.time_scale_ms))
+    Ok(out)
 }
 
 fn secs_label(s: f64) -> String {
@@ -105,17 +112,29 @@ fn secs_label(s: f64) -> String {
     }
 }
 
+/// One run of one cell: its lock service, lease, fencing setting and seed.
+struct Cell<'a> {
+    lock: &'a LockPlan,
+    lease_s: f64,
+    fencing: &'a str,
+    seed: u64,
+}
+
 /// One run of a cell, measured. A harness error is recorded, not raised: the sweep goes on.
 async fn one_run(
     plan: &Plan,
+    cell: Cell<'_>,
     runs_root: &Path,
-    lease_s: f64,
-    fencing: &str,
-    seed: u64,
     extra: &[chaos_nemesis::Fault],
     verbose: bool,
     limit: Duration,
 ) -> RunResult {
+    let Cell {
+        lock,
+        lease_s,
+        fencing,
+        seed,
+    } = cell;
     let started = Instant::now();
     let opts = RunOptions {
         scenario: plan.scenario.clone(),
@@ -124,17 +143,22 @@ async fn one_run(
         mover_cmd: plan.mover_cmd.clone(),
         mover_ready: plan.mover_ready,
         restart: plan.restart,
-        lock: plan.lock,
+        lock: lock.flag,
         lease_s: Some(lease_s),
         seed: Some(seed),
         time_scale_ms: plan.time_scale_ms,
         results: runs_root.to_path_buf(),
         quiet: !verbose,
         extra_faults: extra.to_vec(),
-        label: Some(format!("lease-{}-fencing-{fencing}", secs_label(lease_s))),
+        label: Some(format!(
+            "{}-lease-{}-fencing-{fencing}",
+            lock.used.name(),
+            secs_label(lease_s)
+        )),
         ..Default::default()
     };
     let mut result = RunResult {
+        lock: lock.used.name().to_string(),
         lease_s,
         fencing: fencing.to_string(),
         seed,
@@ -190,28 +214,31 @@ pub async fn sweep(a: SweepArgs) -> anyhow::Result<u8> {
     }
     let wall = Instant::now();
     let plan = plan(&a)?;
-    let (weathers, scale) = weathers(&plan)?;
+    let weathers = weathers(&plan)?;
     let dir = sweep_dir(&a.results, &plan)?;
     let runs_root = dir.join("runs");
     std::fs::create_dir_all(&runs_root)
         .map_err(|e| anyhow::anyhow!("cannot create {}: {e}", runs_root.display()))?;
-    let total = plan.runs as usize * plan.leases_s.len() * plan.fencings.len();
     eprintln!(
-        "chaos sweep: {} x {} lease(s) x fencing {} x {} run(s) = {total} runs, budget {:.0} s -> {}",
+        "chaos sweep: {} x lock {} x {} lease(s) x fencing {} x {} run(s) = {} runs, budget {:.0} s -> {}",
         plan.name,
+        lock_names(&plan).join(","),
         plan.leases_s.len(),
         plan.fencings.join(","),
         plan.runs,
+        total(&plan),
         plan.budget.as_secs_f64(),
         dir.display()
     );
     let (done, budget_note) = run_cells(&plan, &weathers, &runs_root, a.verbose, wall).await;
-    let summary = Summary::of(&plan, &done, scale);
+    let summary = Summary::of(&plan, &done);
     let command = std::env::args().collect::<Vec<_>>().join(" ");
-    let mut text = summary.text(&plan, &weathers, &command, done.len(), wall, scale);
+    let head = summary.head(&plan, &weathers, &command, done.len(), wall);
+    let mut text = format!("{head}\n{}", summary.text());
     for r in summary.failed(&done) {
         text.push_str(&format!(
-            "run lease {} fencing {} seed {} failed: {}\n",
+            "run lock {} lease {} fencing {} seed {} failed: {}\n",
+            r.lock,
             secs_label(r.lease_s),
             r.fencing,
             r.seed,
@@ -223,42 +250,18 @@ pub async fn sweep(a: SweepArgs) -> anyhow::Result<u8> {
     }
     text.push_str(&format!("runs: {}\n", runs_root.display()));
     let failed = summary.failed(&done);
-    let write = |name: &str, body: &str| -> anyhow::Result<()> {
-        std::fs::write(dir.join(name), body)
-            .map_err(|e| anyhow::anyhow!("cannot write {}: {e}", dir.join(name).display()))
-    };
-    write("sweep.txt", &text)?;
-    write("sweep.csv", &table::csv(&summary.rows))?;
-    write(
-        "sweep.svg",
-        &svg::plot(&summary.rows, &plan.name, summary.overall.p999_ms),
-    )?;
-    results::write_json(
-        &dir.join("sweep.json"),
-        &json!({
-            "scenario": plan.name,
-            "command": command,
-            "seed": plan.seed,
-            "runs_per_cell": plan.runs,
-            "leases_s": plan.leases_s,
-            "fencing": plan.fencings,
-            "mover_cmd": plan.mover_cmd,
-            "lock": plan.lock.map(|l| l.name()),
-            "time_scale_ms": scale,
-            "profile": plan.profile,
-            "weather": weathers.values().collect::<Vec<_>>(),
-            "columns": table::COLUMNS,
-            "rows": summary.rows,
-            "renewal_latency": summary.overall,
-            "stalls": { "p999_real_us": summary.stall_p999_us, "max_real_us": summary.stall_max_us },
-            "conclusions": summary.conclusions,
-            "runs": done,
-            "wall_s": wall.elapsed().as_secs_f64(),
-            "budget_s": plan.budget.as_secs_f64(),
-            "budget_exceeded": budget_note,
-            "complete": budget_note.is_none() && failed.is_empty(),
-        }),
-    )?;
+    Outputs {
+        dir: &dir,
+        plan: &plan,
+        weathers: &weathers,
+        summary: &summary,
+        done: &done,
+        command: &command,
+        head: &head,
+        text: &text,
+        budget_note: budget_note.as_deref(),
+    }
+    .write(wall)?;
     print!("{text}");
     eprintln!("chaos sweep: {}", dir.display());
     if let Some(note) = budget_note {
@@ -276,6 +279,124 @@ pub async fn sweep(a: SweepArgs) -> anyhow::Result<u8> {
     Ok(0)
 }
 
+/// Everything a sweep writes, in its folder: sweep.txt, .csv, .svg, .html and .json.
+struct Outputs<'a> {
+    dir: &'a Path,
+    plan: &'a Plan,
+    weathers: &'a BTreeMap<WeatherKey, profile::Generated>,
+    summary: &'a Summary,
+    done: &'a [RunResult],
+    command: &'a str,
+    head: &'a str,
+    text: &'a str,
+    budget_note: Option<&'a str>,
+}
+
+impl Outputs<'_> {
+    fn write(&self, wall: Instant) -> anyhow::Result<()> {
+        let write = |name: &str, body: &str| -> anyhow::Result<()> {
+            std::fs::write(self.dir.join(name), body)
+                .map_err(|e| anyhow::anyhow!("cannot write {}: {e}", self.dir.join(name).display()))
+        };
+        let p999: Vec<(String, f64)> = (self.summary.by_lock.iter())
+            .map(|(l, p)| (l.clone(), p.p999_ms))
+            .collect();
+        let plot = svg::plot(&self.summary.rows, &self.plan.name, &p999);
+        write("sweep.txt", self.text)?;
+        write("sweep.csv", &table::csv(&self.summary.rows))?;
+        write("sweep.svg", &plot)?;
+        write(
+            "sweep.html",
+            &html::page(&html::Page {
+                scenario: &self.plan.name,
+                command: self.command,
+                head: self.head,
+                rows: &self.summary.rows,
+                conclusions: &self.summary.conclusions,
+                notes: &format!(
+                    "{}{}",
+                    self.summary
+                        .pace
+                        .as_deref()
+                        .map_or(String::new(), |p| format!("{p}\n")),
+                    self.summary.notes()
+                ),
+                p999_ms: &p999,
+                svg: &plot,
+                runs: &run_links(self.dir, self.done),
+            }),
+        )?;
+        let weather: Vec<serde_json::Value> = (self.weathers.iter())
+            .map(|((li, _), w)| {
+                let mut v = json!(w);
+                v["lock"] = json!(self.plan.locks[*li].used.name());
+                v
+            })
+            .collect();
+        results::write_json(
+            &self.dir.join("sweep.json"),
+            &json!({
+                "scenario": self.plan.name,
+                "command": self.command,
+                "seed": self.plan.seed,
+                "runs_per_cell": self.plan.runs,
+                "locks": lock_names(self.plan),
+                "leases_s": self.plan.leases_s,
+                "fencing": self.plan.fencings,
+                "mover_cmd": self.plan.mover_cmd,
+                "time_scale_ms": self.plan.locks.iter().map(|l| (l.used.name(), l.time_scale_ms)).collect::<BTreeMap<_, _>>(),
+                "profile": self.plan.profile,
+                "weather": weather,
+                "columns": table::COLUMNS,
+                "rows": self.summary.rows,
+                "renewal_latency": self.summary.overall,
+                "renewal_latency_by_lock": self.summary.by_lock.iter().cloned().collect::<BTreeMap<_, _>>(),
+                "stalls": { "p999_real_us": self.summary.stall_p999_us, "max_real_us": self.summary.stall_max_us },
+                "conclusions": self.summary.conclusions,
+                "runs": self.done,
+                "wall_s": wall.elapsed().as_secs_f64(),
+                "budget_s": self.plan.budget.as_secs_f64(),
+                "budget_exceeded": self.budget_note,
+                "complete": self.budget_note.is_none() && self.summary.failed(self.done).is_empty(),
+            }),
+        )?;
+        Ok(())
+    }
+}
+
+fn lock_names(plan: &Plan) -> Vec<&'static str> {
+    plan.locks.iter().map(|l| l.used.name()).collect()
+}
+
+/// Runs in the whole sweep: one per run, lock service, lease and fencing setting.
+fn total(plan: &Plan) -> usize {
+    plan.runs as usize * plan.locks.len() * plan.leases_s.len() * plan.fencings.len()
+}
+
+/// Each run as the page links it: its report relative to the sweep's folder.
+fn run_links(dir: &Path, done: &[RunResult]) -> Vec<html::RunLink> {
+    (done.iter())
+        .map(|r| html::RunLink {
+            label: format!(
+                "lock {}, lease {}, fencing {}, seed {}",
+                r.lock,
+                secs_label(r.lease_s),
+                r.fencing,
+                r.seed
+            ),
+            report: (r.dir.as_deref())
+                .map(|d| Path::new(d).join("report.html"))
+                .filter(|p| p.is_file())
+                .map(|p| p.strip_prefix(dir).unwrap_or(&p).display().to_string()),
+            outcome: match (&r.verdict, &r.error) {
+                (_, Some(e)) => format!("failed: {e}"),
+                (Some(v), None) => v.clone(),
+                (None, None) => "no verdict".into(),
+            },
+        })
+        .collect()
+}
+
 /// `results/sweep-<scenario>/<stamp>-<seed>[-n]`, new.
 fn sweep_dir(root: &Path, plan: &Plan) -> anyhow::Result<PathBuf> {
     let stamp = results::utc_stamp(std::time::SystemTime::now());
@@ -289,99 +410,116 @@ fn sweep_dir(root: &Path, plan: &Plan) -> anyhow::Result<PathBuf> {
     Ok(dir)
 }
 
-/// Run k of every cell before run k+1 of any: a budget that runs out leaves every lease
-/// measured. Returns the runs done and, when the budget ran out, why the rest were not.
+/// Run k of every cell before run k+1 of any: a budget that runs out leaves every lock service
+/// and lease measured. Returns the runs done and, when the budget ran out, why the rest were not.
 async fn run_cells(
     plan: &Plan,
-    weathers: &BTreeMap<u64, profile::Generated>,
+    weathers: &BTreeMap<WeatherKey, profile::Generated>,
     runs_root: &Path,
     verbose: bool,
     wall: Instant,
 ) -> (Vec<RunResult>, Option<String>) {
-    let total = plan.runs as usize * plan.leases_s.len() * plan.fencings.len();
-    let mut done: Vec<RunResult> = Vec::new();
+    let total = total(plan);
+    let mut cells = Vec::with_capacity(total);
     for k in 0..plan.runs {
         let seed = plan.seed.wrapping_add(k as u64);
-        let w = &weathers[&seed];
-        for &lease_s in &plan.leases_s {
-            for fencing in &plan.fencings {
-                let elapsed = wall.elapsed();
-                let mean = if done.is_empty() {
-                    Duration::ZERO
-                } else {
-                    Duration::from_secs_f64(
-                        done.iter().map(|r| r.wall_s).sum::<f64>() / done.len() as f64,
-                    )
-                };
-                if elapsed + mean > plan.budget {
-                    let note = format!(
-                        "the sweep's budget of {:.0} s was exceeded: {} of {total} runs done in {:.0} s (a run takes about {:.0} s)",
-                        plan.budget.as_secs_f64(),
-                        done.len(),
-                        elapsed.as_secs_f64(),
-                        mean.as_secs_f64()
-                    );
-                    return (done, Some(note));
+        for li in 0..plan.locks.len() {
+            for &lease_s in &plan.leases_s {
+                for fencing in &plan.fencings {
+                    cells.push((li, seed, lease_s, fencing));
                 }
-                let limit = plan
-                    .budget
-                    .saturating_sub(elapsed)
-                    .max(Duration::from_secs(1));
-                let r = one_run(
-                    plan, runs_root, lease_s, fencing, seed, &w.faults, verbose, limit,
-                )
-                .await;
-                eprintln!("{}", run_line(done.len() + 1, total, &r));
-                done.push(r);
             }
         }
+    }
+    let mut done: Vec<RunResult> = Vec::new();
+    for (li, seed, lease_s, fencing) in cells {
+        let elapsed = wall.elapsed();
+        let mean = match done.is_empty() {
+            true => Duration::ZERO,
+            false => Duration::from_secs_f64(
+                done.iter().map(|r| r.wall_s).sum::<f64>() / done.len() as f64,
+            ),
+        };
+        if elapsed + mean > plan.budget {
+            let note = format!(
+                "the sweep's budget of {:.0} s was exceeded: {} of {total} runs done in {:.0} s (a run takes about {:.0} s)",
+                plan.budget.as_secs_f64(),
+                done.len(),
+                elapsed.as_secs_f64(),
+                mean.as_secs_f64()
+            );
+            return (done, Some(note));
+        }
+        let limit = (plan.budget.saturating_sub(elapsed)).max(Duration::from_secs(1));
+        let faults = &weathers[&(li, seed)].faults;
+        let lock = &plan.locks[li];
+        let cell = Cell {
+            lock,
+            lease_s,
+            fencing,
+            seed,
+        };
+        let r = one_run(plan, cell, runs_root, faults, verbose, limit).await;
+        eprintln!("{}", run_line(done.len() + 1, total, &r));
+        done.push(r);
     }
     (done, None)
 }
 
-/// The sweep's tables: a row per cell, the sweep-wide renewal distribution, a conclusion per
-/// fencing setting, the movers' worst stalls.
+/// The sweep's tables: a row per cell, the renewal distribution (sweep-wide and per lock
+/// service), a conclusion per lock service and fencing setting, the movers' worst stalls.
 struct Summary {
     rows: Vec<Row>,
     overall: table::Percentiles,
+    by_lock: Vec<(String, table::Percentiles)>,
     conclusions: Vec<table::Conclusion>,
     stall_p999_us: u64,
     stall_max_us: u64,
+    /// The scale stalls are read at (the first lock service's).
+    scale: f64,
     /// The mover too slow for the scenario's scale, in how many runs, and the first run's line.
     pace: Option<String>,
 }
 
+/// Every renewal latency of `runs`, scenario µs, as percentiles.
+fn renewals<'a>(runs: impl Iterator<Item = &'a RunResult>) -> table::Percentiles {
+    let us: Vec<u64> = runs
+        .filter_map(|r| r.figures.as_ref())
+        .flat_map(|f| f.renew_us.iter().copied())
+        .collect();
+    table::percentiles(&us)
+}
+
 impl Summary {
-    fn of(plan: &Plan, done: &[RunResult], scale: f64) -> Summary {
-        let all_us: Vec<u64> = done
-            .iter()
-            .filter_map(|r| r.figures.as_ref())
-            .flat_map(|f| f.renew_us.iter().copied())
-            .collect();
-        let overall = table::percentiles(&all_us);
-        let mut rows: Vec<Row> = Vec::new();
-        for fencing in &plan.fencings {
-            for &lease_s in &plan.leases_s {
-                let cell: Vec<&RunResult> = done
-                    .iter()
-                    .filter(|r| r.lease_s == lease_s && &r.fencing == fencing)
-                    .collect();
-                if !cell.is_empty() {
-                    rows.push(table::row(lease_s, fencing, &cell, overall.p999_ms, scale));
-                }
-            }
-        }
+    fn of(plan: &Plan, done: &[RunResult]) -> Summary {
         let slow: Vec<&str> = done.iter().filter_map(|r| r.pace.as_deref()).collect();
         // Every run cut short by the mover's pace: no lease was tried, so none is advised.
         let all_slow = !slow.is_empty() && slow.len() == done.len();
-        let conclusions = plan
-            .fencings
-            .iter()
-            .map(|f| {
-                let mine: Vec<&Row> = rows.iter().filter(|r| &r.fencing == f).collect();
-                table::conclude(&mine, &overall, plan.runs, all_slow)
-            })
-            .collect();
+        let mut rows: Vec<Row> = Vec::new();
+        let mut by_lock = Vec::new();
+        let mut conclusions = Vec::new();
+        for lock in &plan.locks {
+            let name = lock.used.name();
+            let mine: Vec<&RunResult> = done.iter().filter(|r| r.lock == name).collect();
+            let p = renewals(mine.iter().copied());
+            for fencing in &plan.fencings {
+                let first = rows.len();
+                for &lease_s in &plan.leases_s {
+                    let cell: Vec<&RunResult> = (mine.iter().copied())
+                        .filter(|r| r.lease_s == lease_s && &r.fencing == fencing)
+                        .collect();
+                    if !cell.is_empty() {
+                        let scale = lock.time_scale_ms;
+                        rows.push(table::row(name, lease_s, fencing, &cell, p.p999_ms, scale));
+                    }
+                }
+                let refs: Vec<&Row> = rows[first..].iter().collect();
+                if !refs.is_empty() {
+                    conclusions.push(table::conclude(&refs, &p, plan.runs, all_slow));
+                }
+            }
+            by_lock.push((name.to_string(), p));
+        }
         let pace = slow.first().map(|line| {
             format!(
                 "the mover is too slow for the scenario's scale in {} of {} runs ({line}): those runs were cut short by the time limit, whatever their lease; fix the scale before choosing a lease.",
@@ -393,8 +531,10 @@ impl Summary {
             pace,
             stall_p999_us: rows.iter().map(|r| r.stall_p999_real_us).max().unwrap_or(0),
             stall_max_us: rows.iter().map(|r| r.stall_max_real_us).max().unwrap_or(0),
+            scale: plan.locks[0].time_scale_ms,
             rows,
-            overall,
+            overall: renewals(done.iter()),
+            by_lock,
             conclusions,
         }
     }
@@ -403,50 +543,66 @@ impl Summary {
         done.iter().filter(|r| r.error.is_some()).collect()
     }
 
-    /// `sweep.txt` up to the failures: the command, the weather, the measured latency and
-    /// stalls, the table and the conclusions.
-    fn text(
+    /// `sweep.txt`'s head: the command, the weather, the measured latency and stalls.
+    fn head(
         &self,
         plan: &Plan,
-        weathers: &BTreeMap<u64, profile::Generated>,
+        weathers: &BTreeMap<WeatherKey, profile::Generated>,
         command: &str,
         runs_done: usize,
         wall: Instant,
-        scale: f64,
     ) -> String {
-        let o = &self.overall;
+        let (o, scale) = (&self.overall, self.scale);
         let mut text = format!(
             "chaos sweep: scenario {} seed {} lock {} ({} run(s) per cell, {} in all, {:.0} s wall)\ncommand: {command}\n",
             plan.name,
             plan.seed,
-            plan.lock_used.name(),
+            lock_names(plan).join(","),
             plan.runs,
             runs_done,
             wall.elapsed().as_secs_f64()
         );
         match &plan.profile {
             Some(p) => {
-                let w = &weathers[&plan.seed];
+                let w = &weathers[&(0, plan.seed)];
+                let mut nodes: Vec<&str> = plan.locks.iter().map(|l| l.renew_node).collect();
+                nodes.dedup();
                 text.push_str(&format!(
                     "latency profile on box-*->{} (targets): p50 {:.0} ms, p99 {:.0} ms, p99.9 {:.0} ms, max {:.0} ms; seed {}: {} spikes p99..p99.9, {} at p99.9 or above, {} dropped; {}\n",
-                    plan.renew_node, p.p50_ms, p.p99_ms, p.p999_ms, p.max_ms, plan.seed, w.spikes_p99, w.spikes_p999, w.dropped, w.note
+                    nodes.join(" and box-*->"), p.p50_ms, p.p99_ms, p.p999_ms, p.max_ms, plan.seed, w.spikes_p99, w.spikes_p999, w.dropped, w.note
                 ));
             }
             None => text.push_str("latency profile: none (--no-latency)\n"),
         }
+        let line = |p: &table::Percentiles| {
+            format!(
+                "{} renewals, p50 {:.0} ms, p99 {:.0} ms, p99.9 {:.0} ms, max {:.0} ms",
+                p.count, p.p50_ms, p.p99_ms, p.p999_ms, p.max_ms
+            )
+        };
         text.push_str(&format!(
-            "measured renewal latency, all runs: {} renewals, p50 {:.0} ms, p99 {:.0} ms, p99.9 {:.0} ms, max {:.0} ms (scenario time, {scale} real ms per scenario s)\n",
-            o.count, o.p50_ms, o.p99_ms, o.p999_ms, o.max_ms
+            "measured renewal latency, all runs: {} (scenario time, {scale} real ms per scenario s)\n",
+            line(o)
         ));
+        if self.by_lock.len() > 1 {
+            for (lock, p) in &self.by_lock {
+                text.push_str(&format!("  lock {lock}: {}\n", line(p)));
+            }
+        }
         let stall = |us| table::scenario_ms_of_real_us(us, scale);
         text.push_str(&format!(
-            "measured mover stalls (timer lateness in the mover process), worst life: p99.9 {:.0} ms, max {:.0} ms scenario ({} / {} real µs)\n\n",
+            "measured mover stalls (timer lateness in the mover process), worst life: p99.9 {:.0} ms, max {:.0} ms scenario ({} / {} real µs)\n",
             stall(self.stall_p999_us),
             stall(self.stall_max_us),
             self.stall_p999_us,
             self.stall_max_us
         ));
-        text.push_str(&table::text(&self.rows));
+        text
+    }
+
+    /// `sweep.txt` after the head, up to the failures: the table, the conclusions and notes.
+    fn text(&self) -> String {
+        let mut text = table::text(&self.rows);
         text.push('\n');
         if let Some(pace) = &self.pace {
             text.push_str(pace);
@@ -456,10 +612,17 @@ impl Summary {
             text.push_str(&c.text);
             text.push('\n');
         }
+        text.push_str(&self.notes());
+        text
+    }
+
+    /// The movers' own stalls, when they had any: a note beside the conclusions.
+    fn notes(&self) -> String {
+        let mut text = String::new();
         if self.stall_max_us > 0 {
             text.push_str(&format!(
                 "the movers' own stalls reached {:.0} ms (scenario): a renewal that waits on a stalled timer is as late as one on a slow link, and no lease shorter than copy time + stall + renewal latency survives it.\n",
-                stall(self.stall_max_us)
+                table::scenario_ms_of_real_us(self.stall_max_us, self.scale)
             ));
         }
         text
@@ -468,7 +631,8 @@ impl Summary {
 
 fn run_line(i: usize, total: usize, r: &RunResult) -> String {
     let head = format!(
-        "sweep: run {i}/{total}: lease {} fencing {} seed {}",
+        "sweep: run {i}/{total}: lock {} lease {} fencing {} seed {}",
+        r.lock,
         secs_label(r.lease_s),
         r.fencing,
         r.seed
@@ -482,7 +646,7 @@ fn run_line(i: usize, total: usize, r: &RunResult) -> String {
             f.renewals,
             f.false_expiries.len(),
             f.takeovers,
-            f.vacancy_total_s,
+            f.vacancy_total_s.max(0.0),
             f.rows_lost,
             f.refused_writes
         ),
@@ -533,6 +697,11 @@ mod tests {
                 vec!["--latency-p999", "10ms"],
                 "need p50 <= p99 <= p99.9 <= max",
             ),
+            (
+                vec!["--lock", "claims,consul"],
+                "--lock: 'consul' is not a lock service (claims, advisory, etcd, redis, zookeeper)",
+            ),
+            (vec!["--lock", ","], "--lock: give one or more of"),
         ] {
             let e = plan(&args(&flags)).unwrap_err().to_string();
             assert!(e.contains(needle), "{flags:?}: {e}");
@@ -576,5 +745,49 @@ mod tests {
             ..Default::default()
         })
         .unwrap();
+    }
+
+    #[test]
+    fn each_lock_service_is_planned_once_in_order_with_its_own_weather() {
+        let p = plan(&args(&[
+            "--lock",
+            "etcd, claims,advisory,etcd",
+            "--lease",
+            "10s",
+        ]))
+        .unwrap();
+        let used: Vec<&str> = p.locks.iter().map(|l| l.used.name()).collect();
+        assert_eq!(used, vec!["etcd", "claims", "advisory"]);
+        let nodes: Vec<&str> = p.locks.iter().map(|l| l.renew_node).collect();
+        assert_eq!(nodes, vec!["lock", "routing", "routing"]);
+        assert_eq!(total(&p), 3);
+        let w = weathers(&p).unwrap();
+        assert_eq!(w.len(), 3);
+        let links = |li: usize| -> Vec<String> {
+            (w[&(li, p.seed)].faults.iter())
+                .map(|f| match &f.kind {
+                    chaos_nemesis::FaultKind::Latency { link, .. } => link.clone(),
+                    other => panic!("the weather is latency only: {other:?}"),
+                })
+                .collect()
+        };
+        assert!(
+            links(0).iter().all(|l| l.ends_with("->lock")),
+            "{:?}",
+            links(0)
+        );
+        assert!(
+            links(1).iter().all(|l| l.ends_with("->routing")),
+            "{:?}",
+            links(1)
+        );
+        // The same seed draws the same windows for every service, only on its own links.
+        let at =
+            |li: usize| -> Vec<i64> { w[&(li, p.seed)].faults.iter().map(|f| f.at_ms).collect() };
+        assert_eq!(at(1), at(2));
+        // Without --lock: the scenario's own service, given to no run by name.
+        let own = plan(&args(&[])).unwrap();
+        assert_eq!(own.locks.len(), 1);
+        assert!(own.locks[0].flag.is_none());
     }
 }

@@ -1,11 +1,11 @@
-//! `chaos sweep` end to end through the built binary on real Postgres: bad input refused before anything runs, and a two-lease sweep writing its table as text, CSV, JSON and SVG.
+//! `chaos sweep` end to end through the built binary on real Postgres: bad input refused before anything runs, a two-lease sweep writing its table as text, CSV, JSON and SVG, and the decision table across lock services, fencing and leases with its page.
 
 use std::path::{Path, PathBuf};
 use std::process::{Command, Output};
 use std::time::{Duration, Instant};
 
 /// The CSV header the sweep promises (README and the issue name these columns).
-const COLUMNS: &str = "lease_s,fencing,runs,failed_runs,renewals,renew_p50_ms,renew_p99_ms,renew_p999_ms,renew_max_ms,margin_over_p999_ms,false_expiries,runs_with_false_expiry,takeovers,vacancy_total_s,vacancy_max_s,recover_s,holder_kills,writes_after_expiry,writes_after_expiry_max_s,rows_lost,lost_turbines,refused_writes,stalled_holders,stalled_holder_max_s,finish_s,unfinished_runs,stall_p999_ms,stall_max_ms,stall_p999_real_us,stall_max_real_us,verdicts,reached";
+const COLUMNS: &str = "lock,lease_s,fencing,runs,failed_runs,renewals,renew_p50_ms,renew_p99_ms,renew_p999_ms,renew_max_ms,margin_over_p999_ms,false_expiries,runs_with_false_expiry,takeovers,vacancy_total_s,vacancy_max_s,recover_s,holder_kills,writes_after_expiry,writes_after_expiry_max_s,rows_lost,lost_turbines,stale_writes_accepted,refused_writes,stalled_holders,stalled_holder_max_s,finish_s,unfinished_runs,stall_p999_ms,stall_max_ms,stall_p999_real_us,stall_max_real_us,verdicts,reached";
 
 fn chaos() -> PathBuf {
     let bin = PathBuf::from(env!("CARGO_BIN_EXE_chaos"));
@@ -147,7 +147,7 @@ fn a_two_lease_sweep_writes_its_table_plot_and_conclusion() {
     assert_eq!(rows.len(), 2, "{csv}");
     for r in &rows {
         assert_eq!(r.len(), header.len(), "{r:?}");
-        assert_eq!(r[1], "off");
+        assert_eq!((r[0], r[2]), ("claims", "off"), "{r:?}");
         assert_eq!(column(&header, r, "runs"), 1.0);
         assert_eq!(column(&header, r, "failed_runs"), 0.0);
         let n = column(&header, r, "renewals");
@@ -242,7 +242,10 @@ fn a_two_lease_sweep_writes_its_table_plot_and_conclusion() {
 
     // Each run has its own run directory, with the movers' stall lines in its history.
     let runs = dir.join("runs");
-    for lease in ["lease-2s-fencing-off", "lease-60s-fencing-off"] {
+    for lease in [
+        "claims-lease-2s-fencing-off",
+        "claims-lease-60s-fencing-off",
+    ] {
         let run_dir = std::fs::read_dir(runs.join(lease))
             .unwrap_or_else(|e| panic!("{lease}: {e}"))
             .map(|e| e.unwrap().path())
@@ -258,6 +261,123 @@ fn a_two_lease_sweep_writes_its_table_plot_and_conclusion() {
             assert!(v["value"][k].is_u64(), "{k} in {stall}");
         }
         assert!(Path::new(&run_dir).join("verdict.json").is_file());
+    }
+    let _ = std::fs::remove_dir_all(&results);
+}
+
+/// The decision table (issue 36): two lock services x fencing off/on x two leases over
+/// gc-pause's 20 s pause, the same seeded weather in every cell. What the design guarantees:
+/// a 10 s lease under a 20 s pause loses the turbine without a fence and not with one, on
+/// either service; a 30 s lease outlasts the pause, so its runs never reach the danger.
+#[test]
+fn a_decision_table_across_lock_services_fencing_and_leases() {
+    let results = scratch("sweep-decision");
+    let out = run(
+        &[
+            "sweep",
+            "--scenario",
+            "gc-pause",
+            "--lock",
+            "claims,advisory",
+            "--fencing",
+            "off,on",
+            "--lease",
+            "10s,30s",
+            "--budget",
+            "8m",
+            "--results",
+            results.to_str().unwrap(),
+        ],
+        Duration::from_secs(600),
+    );
+    let stderr = String::from_utf8_lossy(&out.stderr);
+    assert_eq!(out.status.code(), Some(0), "stderr: {stderr}");
+    let dir = std::fs::read_dir(results.join("sweep-gc-pause"))
+        .expect("results/sweep-gc-pause/")
+        .map(|e| e.unwrap().path())
+        .next()
+        .expect("a sweep folder");
+    let read = |name: &str| {
+        std::fs::read_to_string(dir.join(name)).unwrap_or_else(|e| panic!("{name}: {e}"))
+    };
+    let csv = read("sweep.csv");
+    let mut lines = csv.lines();
+    assert_eq!(lines.next(), Some(COLUMNS));
+    let header: Vec<&str> = COLUMNS.split(',').collect();
+    let rows: Vec<Vec<&str>> = lines.map(|l| l.split(',').collect()).collect();
+    let cells: Vec<(&str, &str, &str)> = rows.iter().map(|r| (r[0], r[2], r[1])).collect();
+    assert_eq!(
+        cells,
+        vec![
+            ("claims", "off", "10"),
+            ("claims", "off", "30"),
+            ("claims", "on", "10"),
+            ("claims", "on", "30"),
+            ("advisory", "off", "10"),
+            ("advisory", "off", "30"),
+            ("advisory", "on", "10"),
+            ("advisory", "on", "30"),
+        ],
+        "{csv}"
+    );
+    let vi = header.iter().position(|c| *c == "verdicts").unwrap();
+    for r in &rows {
+        let (lost, refused) = (
+            column(&header, r, "rows_lost"),
+            column(&header, r, "refused_writes"),
+        );
+        match (r[1], r[2]) {
+            ("10", "off") => assert!(lost > 0.0, "lease only loses under the pause: {r:?}"),
+            ("10", "on") => {
+                assert_eq!((lost, r[vi]), (0.0, "valid:1"), "{r:?}");
+                assert!(refused >= 1.0, "the fence refused the stale write: {r:?}");
+            }
+            _ => assert_eq!(r[vi], "unknown:1", "a 30 s lease outlasts the pause: {r:?}"),
+        }
+    }
+    let json: serde_json::Value = serde_json::from_str(&read("sweep.json")).unwrap();
+    let advised: Vec<(String, String, f64)> = json["conclusions"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|c| {
+            (
+                c["lock"].as_str().unwrap().to_string(),
+                c["fencing"].as_str().unwrap().to_string(),
+                c["smallest_clean_lease_s"].as_f64().unwrap_or(0.0),
+            )
+        })
+        .collect();
+    let want = |l: &str, f: &str, s: f64| (l.to_string(), f.to_string(), s);
+    assert_eq!(
+        advised,
+        vec![
+            want("claims", "off", 30.0),
+            want("claims", "on", 10.0),
+            want("advisory", "off", 30.0),
+            want("advisory", "on", 10.0),
+        ]
+    );
+    assert_eq!(json["locks"], serde_json::json!(["claims", "advisory"]));
+    // The page: a decision row per lock and fencing, the plot, a working link to every run.
+    let html = read("sweep.html");
+    let decision = &html[html.find("Decision table").unwrap()..html.find("Conclusions").unwrap()];
+    assert_eq!(decision.matches("<tr").count(), 5, "{decision}");
+    assert_eq!(decision.matches("class=\"bad\"").count(), 2, "{decision}");
+    for needle in ["gc-pause, lock claims", "gc-pause, lock advisory"] {
+        assert!(
+            html.contains(needle),
+            "the plot has a panel per service: {needle}"
+        );
+    }
+    let links: Vec<&str> = html
+        .split("<a href=\"")
+        .skip(1)
+        .map(|s| &s[..s.find('"').unwrap()])
+        .collect();
+    assert_eq!(links.len(), 8, "{links:?}");
+    for l in links {
+        assert!(dir.join(l).is_file(), "{l}");
     }
     let _ = std::fs::remove_dir_all(&results);
 }

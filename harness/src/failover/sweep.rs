@@ -33,8 +33,8 @@ struct Plan {
 }
 
 fn checked(a: &SweepArgs) -> anyhow::Result<Plan> {
-    if a.fencing.is_some() || a.mover_cmd.is_some() {
-        anyhow::bail!("--fencing and --mover-cmd are the mover's; a failover sweep takes --fence and --silence");
+    if a.fencing.is_some() || a.mover_cmd.is_some() || a.lock.is_some() {
+        anyhow::bail!("--fencing, --mover-cmd and --lock are the mover's; a failover sweep takes --fence and --silence");
     }
     let mut silences_s = Vec::new();
     for part in a.silence.as_deref().unwrap_or("5s,10s,30s,60s").split(',') {

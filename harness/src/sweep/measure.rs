@@ -178,6 +178,7 @@ pub fn measure(history: &[Op], stats: &Stats, clock: &ScenarioClock) -> RunFigur
     f.rows_lost = stats.rows_lost;
     f.lost_turbines = stats.lost_turbines.len() as u64;
     f.refused_writes = stats.refused_writes;
+    f.stale_writes_accepted = stats.stale_writes_accepted;
     f.stalled_holders = stats.stalled_holders;
     f.stalled_holder_max_s = stats.stalled_holder_max_s;
     f.finish_s = stats

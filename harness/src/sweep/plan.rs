@@ -1,4 +1,4 @@
-//! `chaos sweep`'s input: its flags checked once into a `Plan` (leases, fencing settings, runs, seed, latency profile, budget); nothing runs before it exists.
+//! `chaos sweep`'s input: its flags checked once into a `Plan` (lock services, leases, fencing settings, runs, seed, latency profile, budget); nothing runs before it exists.
 
 use super::profile;
 use crate::run::{self, RunOptions};
@@ -25,13 +25,17 @@ Definitions (every figure is measured from the runs' histories and verdicts):
                     mover life; 1 real ms is 100 scenario ms at the default scale
   reached           per dangerous moment (docs/verdict.md), the cell's runs that reached it: a
                     lease whose runs reached nothing was not tested by them
-Latency profile: a heavy tail on every box-N->routing link from seeded, non-overlapping latency
-windows: 0.9 % of link time between --latency-p99 and --latency-p999, 0.1 % between
---latency-p999 and --latency-max; --latency-p50 is applied as a base level when the proxy can
-express it (>= 1 real ms), else the link's own round trip stands for it. Every lease sees the
-same weather for the same seed; run k of a cell uses seed S+k.
+  recommended       per lock service and fencing setting, the smallest lease with no false
+                    expiry at it or any longer lease, against that service's own p99.9
+Latency profile: a heavy tail on every box-N->routing link (box-N->lock for a lock service with
+a server of its own) from seeded, non-overlapping latency windows: 0.9 % of link time between
+--latency-p99 and --latency-p999, 0.1 % between --latency-p999 and --latency-max; --latency-p50
+is applied as a base level when the proxy can express it (>= 1 real ms), else the link's own
+round trip stands for it. Every lock service and lease sees the same weather for the same seed;
+run k of a cell uses seed S+k.
 Output: results/sweep-<scenario>/<stamp>-<seed>/ with sweep.txt, sweep.csv, sweep.json,
-sweep.svg and runs/. Exit 0 when every run completed (verdicts are data here), 3 when the
+sweep.svg, sweep.html (the decision table, every cell, the plot, a link to each run's report)
+and runs/. Exit 0 when every run completed (verdicts are data here), 3 when the
 harness failed, the input was bad, or the budget ran out (the partial table is written).";
 
 #[derive(clap::Args, Debug, Clone)]
@@ -58,11 +62,12 @@ pub struct SweepArgs {
     /// A failover scenario: the reference watcher's fence, off, on or off,on [default: off].
     #[arg(long)]
     pub(crate) fence: Option<String>,
-    /// The lock service that holds the lease in every run: claims, advisory or etcd
-    /// [default: the scenario's]. With etcd each lease's runs take the time scale that makes
-    /// it whole real seconds, and the latency profile weighs on the box-N->lock links.
-    #[arg(long, value_enum)]
-    pub(crate) lock: Option<crate::lock::LockKind>,
+    /// The lock services to run every cell with, comma-separated: claims, advisory, etcd,
+    /// redis, zookeeper [default: the scenario's]. Each service gets the same seeded weather,
+    /// on its renewals' links (box-N->routing, or box-N->lock for a service with a server);
+    /// with etcd each lease's runs take the time scale that makes it whole real seconds.
+    #[arg(long)]
+    pub(crate) lock: Option<String>,
     /// How the --mover-cmd says it is ready: exec or gate.
     #[arg(long, value_enum)]
     mover_ready: Option<crate::scenario::Ready>,
@@ -107,6 +112,19 @@ pub struct SweepArgs {
 /// The fencing column of a team's mover: whatever its own code does.
 pub const OWN_FENCING: &str = "own";
 
+/// One lock service the sweep runs every cell with.
+#[derive(Debug, Clone)]
+pub struct LockPlan {
+    /// As each run is given it (None: the scenario's own, unnamed).
+    pub flag: Option<crate::lock::LockKind>,
+    /// The service the runs use (the flag's or the scenario's), and the node its renewals go
+    /// to (`routing`, or `lock` when it has a server of its own).
+    pub used: crate::lock::LockKind,
+    pub renew_node: &'static str,
+    /// Real ms per scenario second of its runs (the scenario's, or `--time-scale-ms`).
+    pub time_scale_ms: f64,
+}
+
 /// The sweep's input after checking; nothing runs before this exists.
 #[derive(Debug, Clone)]
 pub struct Plan {
@@ -118,12 +136,8 @@ pub struct Plan {
     pub mover_cmd: Option<String>,
     pub mover_ready: Option<crate::scenario::Ready>,
     pub restart: Option<crate::scenario::Restart>,
-    /// The lock service (None: the scenario's).
-    pub lock: Option<crate::lock::LockKind>,
-    /// The lock service the runs use (the flag's or the scenario's), and the node its
-    /// renewals go to (`routing`, or `lock` when it has a server of its own).
-    pub lock_used: crate::lock::LockKind,
-    pub renew_node: &'static str,
+    /// The lock services, in the order `--lock` gave them (one: the scenario's).
+    pub locks: Vec<LockPlan>,
     pub runs: u32,
     pub seed: u64,
     pub profile: Option<profile::Profile>,
@@ -204,60 +218,102 @@ pub fn plan(a: &SweepArgs) -> anyhow::Result<Plan> {
         }
         None => None,
     };
-    // The scenario (and every override) must load before anything starts.
-    let base = RunOptions {
-        scenario: a.scenario.clone(),
-        time_scale_ms,
-        mover_cmd: a.mover_cmd.clone(),
-        mover_ready: a.mover_ready,
-        restart: a.restart,
-        lock: a.lock,
-        quiet: true,
-        ..Default::default()
+    let locks = match &a.lock {
+        None => vec![None],
+        Some(list) => lock_list(list)?.into_iter().map(Some).collect(),
     };
-    let scenario = run::resolve(&base)?;
-    // Every lease must be one the lock service can hold (etcd: whole seconds at the scale; the
-    // others hold any, and a failover sweep has no lease).
-    let checked: &[f64] = if scenario.file.lock.service == crate::lock::LockKind::Etcd {
-        &leases_s
-    } else {
-        &[]
-    };
-    for lease_s in checked {
-        run::resolve(&RunOptions {
-            lease_s: Some(*lease_s),
-            ..base.clone()
-        })?;
+    let mut planned = Vec::new();
+    let (mut scenario_seed, mut name) = (0, String::new());
+    for flag in locks {
+        let (lock, scenario) = lock_plan(a, flag, time_scale_ms, &leases_s)?;
+        scenario_seed = scenario.file.seed;
+        name = scenario.file.name.clone();
+        planned.push(lock);
     }
     let seed = match &a.seed {
         Some(s) => s
             .trim()
             .parse()
             .map_err(|_| anyhow::anyhow!("--seed: '{s}' is not a whole number"))?,
-        None => scenario.file.seed,
+        None => scenario_seed,
     };
     let profile = profile_of(a)?;
     Ok(Plan {
         scenario: a.scenario.clone(),
-        name: scenario.file.name.clone(),
+        name,
         leases_s,
         fencings,
         mover_cmd: a.mover_cmd.clone(),
         mover_ready: a.mover_ready,
         restart: a.restart,
-        lock: a.lock,
-        lock_used: scenario.file.lock.service,
-        renew_node: if scenario.file.lock.has_node() {
-            crate::lock::LOCK_NODE
-        } else {
-            "routing"
-        },
+        locks: planned,
         runs,
         seed,
         profile,
         budget: Duration::from_secs_f64(budget_s),
         time_scale_ms,
     })
+}
+
+/// One lock service's part of the plan: the scenario (and every override) must load with it,
+/// and every lease be one it can hold (etcd: whole seconds at the scale; the others hold any),
+/// before anything starts.
+fn lock_plan(
+    a: &SweepArgs,
+    flag: Option<crate::lock::LockKind>,
+    time_scale_ms: Option<f64>,
+    leases_s: &[f64],
+) -> anyhow::Result<(LockPlan, crate::scenario::Scenario)> {
+    let base = RunOptions {
+        scenario: a.scenario.clone(),
+        time_scale_ms,
+        mover_cmd: a.mover_cmd.clone(),
+        mover_ready: a.mover_ready,
+        restart: a.restart,
+        lock: flag,
+        quiet: true,
+        ..Default::default()
+    };
+    let scenario = run::resolve(&base)?;
+    if scenario.file.lock.service == crate::lock::LockKind::Etcd {
+        for lease_s in leases_s {
+            run::resolve(&RunOptions {
+                lease_s: Some(*lease_s),
+                ..base.clone()
+            })?;
+        }
+    }
+    let lock = LockPlan {
+        flag,
+        used: scenario.file.lock.service,
+        renew_node: if scenario.file.lock.has_node() {
+            crate::lock::LOCK_NODE
+        } else {
+            "routing"
+        },
+        time_scale_ms: scenario.file.time_scale_ms,
+    };
+    Ok((lock, scenario))
+}
+
+/// `--lock claims,etcd`: each service once, in the order given.
+fn lock_list(list: &str) -> anyhow::Result<Vec<crate::lock::LockKind>> {
+    use clap::ValueEnum;
+    let mut out = Vec::new();
+    for part in list.split(',').map(str::trim).filter(|p| !p.is_empty()) {
+        let kind = crate::lock::LockKind::from_str(part, true).map_err(|_| {
+            anyhow::anyhow!(
+                "--lock: '{part}' is not a lock service (claims, advisory, etcd, redis, zookeeper)"
+            )
+        })?;
+        if !out.contains(&kind) {
+            out.push(kind);
+        }
+    }
+    if out.is_empty() {
+        anyhow::bail!("--lock: give one or more of claims, advisory, etcd, redis, zookeeper");
+    }
+    Ok(out)
 }
 
 /// The latency profile the flags ask for (None: `--no-latency`).

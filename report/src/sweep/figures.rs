@@ -43,6 +43,8 @@ pub struct RunFigures {
     pub writes_after_expiry_max_s: f64,
     pub rows_lost: u64,
     pub lost_turbines: u64,
+    /// Writes of an older grant a shard accepted after a newer grant's (`stale-write`).
+    pub stale_writes_accepted: u64,
     pub refused_writes: u64,
     /// Claims renewed for more than two leases with no write by their holder
     /// (`stalled-holder`), and the longest such stretch, scenario seconds.

@@ -96,32 +96,59 @@ impl Scale {
     }
 }
 
-/// The plot for `rows` (any order), titled with the scenario; `p999_ms` is the sweep's measured renewal p99.9.
-pub fn plot(rows: &[Row], scenario: &str, p999_ms: f64) -> String {
-    let scale = Scale::of(rows, p999_ms / 1000.0);
+/// The plot for `rows` (any order), titled with the scenario: one panel per lock service, each
+/// against that service's measured renewal p99.9 (`p999_ms`, by lock name; a lock not in it has
+/// none marked).
+pub fn plot(rows: &[Row], scenario: &str, p999_ms: &[(String, f64)]) -> String {
+    let mut locks: Vec<&str> = Vec::new();
+    for r in rows {
+        if !locks.contains(&r.lock.as_str()) {
+            locks.push(&r.lock);
+        }
+    }
+    let height = H * locks.len().max(1) as f64;
     let mut s = String::new();
     let _ = write!(
         s,
-        r##"<svg xmlns="http://www.w3.org/2000/svg" width="{W}" height="{H}" viewBox="0 0 {W} {H}" font-family="sans-serif" font-size="12">
+        r##"<svg xmlns="http://www.w3.org/2000/svg" width="{W}" height="{height}" viewBox="0 0 {W} {height}" font-family="sans-serif" font-size="12">
 <title>chaos sweep {}: false expiries and vacancy against lease duration</title>
-<rect width="{W}" height="{H}" fill="white"/>
-<text x="{}" y="22" text-anchor="middle" font-size="15" font-weight="bold">{}: false expiries and vacancy by lease duration</text>
+<rect width="{W}" height="{height}" fill="white"/>
 "##,
         esc(scenario),
-        W / 2.0,
-        esc(scenario)
     );
-    axes(&mut s, &scale);
-    p999_line(&mut s, &scale, p999_ms);
-    // One series per fencing setting and figure.
+    for (i, lock) in locks.iter().enumerate() {
+        let mine: Vec<Row> = rows.iter().filter(|r| r.lock == *lock).cloned().collect();
+        let title = match locks.len() {
+            1 => esc(scenario),
+            _ => format!("{}, lock {}", esc(scenario), esc(lock)),
+        };
+        let p999 = (p999_ms.iter())
+            .find(|(l, _)| l == lock)
+            .map_or(0.0, |(_, p)| *p);
+        let _ = writeln!(
+            s,
+            r##"<g transform="translate(0 {})"><text x="{}" y="22" text-anchor="middle" font-size="15" font-weight="bold">{title}: false expiries and vacancy by lease duration</text>"##,
+            H * i as f64,
+            W / 2.0,
+        );
+        panel(&mut s, &mine, p999);
+        s.push_str("</g>\n");
+    }
+    s.push_str("</svg>\n");
+    s
+}
+
+/// One lock service's panel: its axes, its p99.9 and a series per fencing setting.
+fn panel(s: &mut String, rows: &[Row], p999_ms: f64) {
+    let scale = Scale::of(rows, p999_ms / 1000.0);
+    axes(s, &scale);
+    p999_line(s, &scale, p999_ms);
     let mut fencings: Vec<String> = rows.iter().map(|r| r.fencing.clone()).collect();
     fencings.sort();
     fencings.dedup();
     for (fi, fencing) in fencings.iter().enumerate() {
-        series(&mut s, &scale, rows, fi, fencing);
+        series(s, &scale, rows, fi, fencing);
     }
-    s.push_str("</svg>\n");
-    s
 }
 
 /// The axes, the grid with both figures' labels, a tick per lease, and the axis titles.
@@ -269,6 +296,7 @@ mod tests {
         let runs: Vec<RunResult> = [2.0, 5.0, 10.0]
             .iter()
             .map(|&l| RunResult {
+                lock: "claims".into(),
                 lease_s: l,
                 fencing: "off".into(),
                 seed: 1,
@@ -282,9 +310,9 @@ mod tests {
             .collect();
         let rows: Vec<Row> = runs
             .iter()
-            .map(|r| row(r.lease_s, "off", &[r], 2100.0, 10.0))
+            .map(|r| row("claims", r.lease_s, "off", &[r], 2100.0, 10.0))
             .collect();
-        let svg = plot(&rows, "sweep <test>", 2100.0);
+        let svg = plot(&rows, "sweep <test>", &[("claims".into(), 2100.0)]);
         assert!(svg.starts_with("<svg xmlns=\"http://www.w3.org/2000/svg\""));
         assert!(svg.trim_end().ends_with("</svg>"));
         for needle in [
@@ -302,5 +330,23 @@ mod tests {
             "no external references"
         );
         assert_eq!(svg.matches("<polyline").count(), 2);
+        assert!(!svg.contains("lock claims"), "one lock: no panel names it");
+        // Two lock services: a panel each, each with its own p99.9.
+        let etcd: Vec<Row> = (rows.iter().cloned())
+            .map(|r| Row {
+                lock: "etcd".into(),
+                ..r
+            })
+            .collect();
+        let both: Vec<Row> = rows.iter().cloned().chain(etcd).collect();
+        let svg = plot(
+            &both,
+            "sweep",
+            &[("claims".into(), 2100.0), ("etcd".into(), 900.0)],
+        );
+        assert_eq!(svg.matches("<polyline").count(), 4);
+        for needle in ["sweep, lock claims", "sweep, lock etcd", "p99.9 900 ms"] {
+            assert!(svg.contains(needle), "missing {needle}");
+        }
     }
 }

@@ -1,4 +1,4 @@
-//! The sweep's table: runs folded into one row per lease and fencing setting, the conclusion in words, and the text and CSV renderings.
+//! The sweep's table: runs folded into one row per lock service, fencing setting and lease, the conclusion in words, and the text and CSV renderings.
 
 use super::RunFigures;
 use hdrhistogram::Histogram;
@@ -6,6 +6,7 @@ use serde::Serialize;
 
 /// The CSV header, one column per figure; text, CSV and JSON share these names.
 pub const COLUMNS: &[&str] = &[
+    "lock",
     "lease_s",
     "fencing",
     "runs",
@@ -27,6 +28,7 @@ pub const COLUMNS: &[&str] = &[
     "writes_after_expiry_max_s",
     "rows_lost",
     "lost_turbines",
+    "stale_writes_accepted",
     "refused_writes",
     "stalled_holders",
     "stalled_holder_max_s",
@@ -81,6 +83,8 @@ pub fn percentiles(samples_us: &[u64]) -> Percentiles {
 /// One run of a cell: its figures or the harness error that stopped it.
 #[derive(Debug, Clone, Serialize)]
 pub struct RunResult {
+    /// The lock service that held the lease (`claims`, `advisory`, `etcd`, ...).
+    pub lock: String,
     pub lease_s: f64,
     pub fencing: String,
     pub seed: u64,
@@ -94,11 +98,12 @@ pub struct RunResult {
     pub pace: Option<String>,
 }
 
-/// One row: a lease and a fencing setting over its runs. Counts are sums over
+/// One row: a lock service, a fencing setting and a lease over its runs. Counts are sums over
 /// the runs; `vacancy_total_s` and `finish_s` are means per run; maxima are
 /// the worst run's.
 #[derive(Debug, Clone, Serialize)]
 pub struct Row {
+    pub lock: String,
     pub lease_s: f64,
     pub fencing: String,
     pub runs: u64,
@@ -108,7 +113,7 @@ pub struct Row {
     pub renew_p99_ms: f64,
     pub renew_p999_ms: f64,
     pub renew_max_ms: f64,
-    /// The lease minus the p99.9 measured over the whole sweep.
+    /// The lease minus the renewal p99.9 measured over all of its lock service's runs.
     pub margin_over_p999_ms: f64,
     pub false_expiries: u64,
     pub runs_with_false_expiry: u64,
@@ -123,6 +128,9 @@ pub struct Row {
     pub writes_after_expiry_max_s: f64,
     pub rows_lost: u64,
     pub lost_turbines: u64,
+    /// Writes of an older grant a shard accepted after a newer grant's (`stale-write`), and
+    /// those its fence refused.
+    pub stale_writes_accepted: u64,
     pub refused_writes: u64,
     /// Claims renewed for over two leases with nothing written (`stalled-holder`), and the
     /// longest, scenario seconds.
@@ -145,12 +153,14 @@ pub fn scenario_ms_of_real_us(us: u64, real_ms_per_s: f64) -> f64 {
     us as f64 / real_ms_per_s
 }
 
-/// Fold a cell's runs into its row.
+/// Fold a cell's runs into its row; `lock_p999_ms` is the renewal p99.9 over all the lock
+/// service's runs.
 pub fn row(
+    lock: &str,
     lease_s: f64,
     fencing: &str,
     runs: &[&RunResult],
-    sweep_p999_ms: f64,
+    lock_p999_ms: f64,
     real_ms_per_s: f64,
 ) -> Row {
     let ok: Vec<&RunFigures> = runs.iter().filter_map(|r| r.figures.as_ref()).collect();
@@ -168,6 +178,7 @@ pub fn row(
     let stall_p999 = ok.iter().map(|f| f.stall.p999_us).max().unwrap_or(0);
     let stall_max = ok.iter().map(|f| f.stall.max_us).max().unwrap_or(0);
     Row {
+        lock: lock.to_string(),
         lease_s,
         fencing: fencing.to_string(),
         runs: runs.len() as u64,
@@ -177,7 +188,7 @@ pub fn row(
         renew_p99_ms: p.p99_ms,
         renew_p999_ms: p.p999_ms,
         renew_max_ms: p.max_ms,
-        margin_over_p999_ms: lease_s * 1000.0 - sweep_p999_ms,
+        margin_over_p999_ms: lease_s * 1000.0 - lock_p999_ms,
         false_expiries: ok.iter().map(|f| f.false_expiries.len() as u64).sum(),
         runs_with_false_expiry: ok.iter().filter(|f| !f.false_expiries.is_empty()).count() as u64,
         takeovers: ok.iter().map(|f| f.takeovers).sum(),
@@ -197,6 +208,7 @@ pub fn row(
             .fold(0.0, f64::max),
         rows_lost: ok.iter().map(|f| f.rows_lost).sum(),
         lost_turbines: ok.iter().map(|f| f.lost_turbines).sum(),
+        stale_writes_accepted: ok.iter().map(|f| f.stale_writes_accepted).sum(),
         refused_writes: ok.iter().map(|f| f.refused_writes).sum(),
         stalled_holders: ok.iter().map(|f| f.stalled_holders).sum(),
         stalled_holder_max_s: ok
@@ -253,6 +265,7 @@ pub fn csv(rows: &[Row]) -> String {
     out.push('\n');
     for r in rows {
         let fields: Vec<String> = vec![
+            r.lock.clone(),
             format!("{}", r.lease_s),
             r.fencing.clone(),
             r.runs.to_string(),
@@ -274,6 +287,7 @@ pub fn csv(rows: &[Row]) -> String {
             format!("{:.1}", r.writes_after_expiry_max_s),
             r.rows_lost.to_string(),
             r.lost_turbines.to_string(),
+            r.stale_writes_accepted.to_string(),
             r.refused_writes.to_string(),
             r.stalled_holders.to_string(),
             format!("{:.1}", r.stalled_holder_max_s),
@@ -294,7 +308,8 @@ pub fn csv(rows: &[Row]) -> String {
 }
 
 /// The person's table's columns: each heading and the unit under it.
-const TEXT_COLUMNS: [(&str, &str); 22] = [
+pub(crate) const TEXT_COLUMNS: [(&str, &str); 24] = [
+    ("lock", ""),
     ("lease", ""),
     ("fencing", ""),
     ("runs", ""),
@@ -310,6 +325,7 @@ const TEXT_COLUMNS: [(&str, &str); 22] = [
     ("recover", "s"),
     ("wr after exp", "n (max s)"),
     ("rows lost", ""),
+    ("stale acc", ""),
     ("refused", ""),
     ("stalled", "n (max s)"),
     ("finish", "s"),
@@ -319,7 +335,7 @@ const TEXT_COLUMNS: [(&str, &str); 22] = [
     ("reached", "runs"),
 ];
 
-/// The table for a person: scenario times, one row per lease (and fencing setting).
+/// The table for a person: scenario times, one row per lock service, fencing setting and lease.
 pub fn text(rows: &[Row]) -> String {
     let mut lines: Vec<Vec<String>> = vec![
         TEXT_COLUMNS.iter().map(|(h, _)| h.to_string()).collect(),
@@ -330,8 +346,9 @@ pub fn text(rows: &[Row]) -> String {
 }
 
 /// One row's cells in the person's table, in `TEXT_COLUMNS` order.
-fn text_cells(r: &Row) -> Vec<String> {
+pub(crate) fn text_cells(r: &Row) -> Vec<String> {
     let cells = vec![
+        r.lock.clone(),
         secs(r.lease_s),
         r.fencing.clone(),
         if r.failed_runs > 0 {
@@ -362,6 +379,7 @@ fn text_cells(r: &Row) -> Vec<String> {
         } else {
             r.rows_lost.to_string()
         },
+        r.stale_writes_accepted.to_string(),
         r.refused_writes.to_string(),
         if r.stalled_holders > 0 {
             format!("{} ({:.0})", r.stalled_holders, r.stalled_holder_max_s)
@@ -382,7 +400,7 @@ fn text_cells(r: &Row) -> Vec<String> {
     cells
 }
 
-/// Lines of cells in columns two spaces apart: the first two left-aligned, the figures right-aligned.
+/// Lines of cells in columns two spaces apart: the first three (lock, lease, fencing) left-aligned, the figures right-aligned.
 fn aligned(lines: &[Vec<String>]) -> String {
     let widths: Vec<usize> = (0..TEXT_COLUMNS.len())
         .map(|c| {
@@ -399,7 +417,7 @@ fn aligned(lines: &[Vec<String>]) -> String {
             .iter()
             .enumerate()
             .map(|(c, s)| {
-                if c <= 1 {
+                if c <= 2 {
                     format!("{s:<w$}", w = widths[c])
                 } else {
                     format!("{s:>w$}", w = widths[c])
@@ -412,11 +430,13 @@ fn aligned(lines: &[Vec<String>]) -> String {
     out
 }
 
-/// What the sweep concludes, per fencing setting, in words and in figures.
+/// What the sweep concludes, per lock service and fencing setting, in words and in figures.
 #[derive(Debug, Clone, Serialize)]
 pub struct Conclusion {
+    pub lock: String,
     pub fencing: String,
-    /// The smallest lease from which on no run showed a false expiry (None: every lease did).
+    /// The smallest lease from which on no run showed a false expiry, lost or stale-written
+    /// data or an invalid verdict (None: every lease did).
     pub smallest_clean_lease_s: Option<f64>,
     pub margin_over_p999_ms: Option<f64>,
     pub ratio_to_p999: Option<f64>,
@@ -426,7 +446,26 @@ pub struct Conclusion {
     pub text: String,
 }
 
-/// The conclusion for one fencing setting's rows (sorted by lease); `too_slow`: every run was
+/// What a row's runs did to the data, for the conclusion (`, 997 rows lost, 1 invalid`).
+fn harm(r: &Row) -> String {
+    let mut out = String::new();
+    if r.rows_lost > 0 {
+        out.push_str(&format!(", {} rows lost", r.rows_lost));
+    }
+    if r.stale_writes_accepted > 0 {
+        out.push_str(&format!(
+            ", {} stale writes accepted",
+            r.stale_writes_accepted
+        ));
+    }
+    if let Some(n) = (r.verdicts.split(' ')).find_map(|v| v.strip_prefix("invalid:")) {
+        out.push_str(&format!(", {n} invalid"));
+    }
+    out
+}
+
+/// The conclusion for one lock service's and fencing setting's rows (sorted by lease), against
+/// that service's measured renewal distribution `sweep`; `too_slow`: every run was
 /// cut short by the mover's pace, so no lease was really tried.
 pub fn conclude(
     rows: &[&Row],
@@ -435,7 +474,17 @@ pub fn conclude(
     too_slow: bool,
 ) -> Conclusion {
     let fencing = rows.first().map(|r| r.fencing.clone()).unwrap_or_default();
-    let clean = |r: &Row| r.false_expiries == 0 && r.failed_runs == 0 && r.renewals > 0;
+    let lock = rows.first().map(|r| r.lock.clone()).unwrap_or_default();
+    let who = format!("lock {lock}, fencing {fencing}");
+    // A lease that kept its holders live but let the data come to harm is not one to choose.
+    let clean = |r: &Row| {
+        r.false_expiries == 0
+            && r.failed_runs == 0
+            && r.renewals > 0
+            && r.rows_lost == 0
+            && r.stale_writes_accepted == 0
+            && !r.verdicts.contains("invalid")
+    };
     // From the longest lease down, while clean: the shortest lease above which nothing failed.
     let mut smallest: Option<&Row> = None;
     for r in rows.iter().rev() {
@@ -453,13 +502,13 @@ pub fn conclude(
             let margin = r.lease_s * 1000.0 - p999;
             let ratio = if p999 > 0.0 { r.lease_s * 1000.0 / p999 } else { f64::INFINITY };
             lines.push(format!(
-                "fencing {fencing}: the smallest lease with no false expiry (and none at any longer lease) is {}: {:+.0} ms over the measured renewal p99.9 of {:.0} ms ({ratio:.1}x).",
+                "{who}: the smallest lease with no false expiry and no invalid run (and neither at any longer lease) is {}: {:+.0} ms over the measured renewal p99.9 of {:.0} ms ({ratio:.1}x).",
                 secs(r.lease_s), margin, p999
             ));
             let shorter: Vec<String> = rows
                 .iter()
                 .filter(|x| x.lease_s < r.lease_s)
-                .map(|x| format!("{} had {} in {} run(s)", secs(x.lease_s), x.false_expiries, x.runs))
+                .map(|x| format!("{} had {} in {} run(s){}", secs(x.lease_s), x.false_expiries, x.runs, harm(x)))
                 .collect();
             if !shorter.is_empty() {
                 lines.push(format!("  shorter leases: {}.", shorter.join(", ")));
@@ -484,10 +533,11 @@ pub fn conclude(
             ));
         }
         None if too_slow => lines.push(format!(
-            "fencing {fencing}: no lease can be judged: every run was cut short by the mover's pace (above), not by its lease."
+            "{who}: no lease can be judged: every run was cut short by the mover's pace (above), not by its lease."
         )),
         None => lines.push(format!(
-            "fencing {fencing}: every lease in the sweep showed a false expiry (or a failed run); try longer leases."
+            "{who}: every lease in the sweep showed a false expiry (or an invalid or failed run); try longer leases{}.",
+            if rows.iter().any(|r| r.rows_lost > 0 || r.stale_writes_accepted > 0) { ", or fencing" } else { "" }
         )),
     }
     if sweep.count < P999_SAMPLES {
@@ -504,6 +554,7 @@ pub fn conclude(
         ));
     }
     Conclusion {
+        lock,
         fencing,
         smallest_clean_lease_s: smallest.map(|r| r.lease_s),
         margin_over_p999_ms: smallest.map(|r| r.lease_s * 1000.0 - p999),
@@ -523,11 +574,19 @@ mod tests {
 
     fn run(lease_s: f64, false_expiries: usize, renew_ms: &[u64]) -> RunResult {
         RunResult {
+            lock: "claims".into(),
             lease_s,
             fencing: "off".into(),
             seed: 1,
             dir: Some("x".into()),
-            verdict: Some("invalid".into()),
+            verdict: Some(
+                if false_expiries > 0 {
+                    "invalid"
+                } else {
+                    "valid"
+                }
+                .into(),
+            ),
             wall_s: 1.0,
             error: None,
             pace: None,
@@ -566,7 +625,7 @@ mod tests {
     #[test]
     fn rows_sum_counts_and_keep_worst_maxima() {
         let (a, b) = (run(2.0, 2, &[30, 40, 2500]), run(2.0, 0, &[30, 35]));
-        let r = row(2.0, "off", &[&a, &b], 2100.0, 10.0);
+        let r = row("claims", 2.0, "off", &[&a, &b], 2100.0, 10.0);
         assert_eq!(
             (
                 r.runs,
@@ -586,13 +645,17 @@ mod tests {
         assert_eq!(lines.next().unwrap(), COLUMNS.join(","));
         let fields: Vec<&str> = lines.next().unwrap().split(',').collect();
         assert_eq!(fields.len(), COLUMNS.len());
-        assert_eq!(fields[0], "2");
+        assert_eq!((fields[0], fields[1]), ("claims", "2"));
         assert_eq!(
             fields[COLUMNS.iter().position(|c| *c == "false_expiries").unwrap()],
             "2"
         );
         let t = text(&[r]);
-        assert!(t.lines().next().unwrap().starts_with("lease"));
+        assert!(
+            t.lines().next().unwrap().starts_with("lock    lease"),
+            "{t}"
+        );
+        assert!(t.lines().nth(2).unwrap().starts_with("claims  2s"), "{t}");
         assert!(t.contains("2s"), "{t}");
     }
 
@@ -608,7 +671,7 @@ mod tests {
         ];
         let rows: Vec<Row> = cells
             .iter()
-            .map(|c| row(c.lease_s, "off", &[c], 2100.0, 10.0))
+            .map(|c| row("claims", c.lease_s, "off", &[c], 2100.0, 10.0))
             .collect();
         let refs: Vec<&Row> = rows.iter().collect();
         let sweep = Percentiles {
@@ -618,6 +681,11 @@ mod tests {
         };
         let c = conclude(&refs, &sweep, 1, false);
         assert_eq!(c.smallest_clean_lease_s, Some(30.0));
+        assert!(
+            c.text.starts_with("lock claims, fencing off: "),
+            "{}",
+            c.text
+        );
         assert_eq!(c.margin_over_p999_ms, Some(27_900.0));
         assert!(c.too_few);
         assert!(c.text.contains("5s also showed none"), "{}", c.text);
@@ -637,5 +705,18 @@ mod tests {
         };
         let c = conclude(&refs[3..], &few, 3, false);
         assert!(c.text.contains("400 renewals measured"), "{}", c.text);
+        // A lease whose runs lost data is not chosen, though its holders stayed live.
+        let mut lossy = rows.clone();
+        lossy[3].rows_lost = 997;
+        lossy[3].verdicts = "invalid:1".into();
+        let refs: Vec<&Row> = lossy.iter().collect();
+        let c = conclude(&refs, &sweep, 3, false);
+        assert_eq!(c.smallest_clean_lease_s, Some(60.0), "{}", c.text);
+        assert!(
+            c.text
+                .contains("30s had 0 in 1 run(s), 997 rows lost, 1 invalid"),
+            "{}",
+            c.text
+        );
     }
 }
