@@ -103,37 +103,33 @@ fn column(header: &[&str], row: &[&str], name: &str) -> f64 {
         .unwrap_or_else(|_| panic!("{name} = '{}' is not a number", row[i]))
 }
 
-#[test]
-fn a_two_lease_sweep_writes_its_table_plot_and_conclusion() {
-    let results = scratch("sweep");
-    let out = run(
-        &[
-            "sweep",
-            "--scenario",
-            "sweep",
-            "--lease",
-            "60s,2s",
-            "--budget",
-            "8m",
-            "--results",
-            results.to_str().unwrap(),
-        ],
-        Duration::from_secs(600),
-    );
-    let stdout = String::from_utf8_lossy(&out.stdout);
+/// `chaos sweep --scenario SCENARIO ARGS` into `results`, which must exit 0 and write one sweep
+/// folder: that folder and the sweep's stdout.
+fn sweep_ok(results: &Path, scenario: &str, args: &[&str]) -> (PathBuf, String) {
+    let mut all = vec!["sweep", "--scenario", scenario, "--budget", "8m"];
+    all.extend_from_slice(args);
+    all.extend_from_slice(&["--results", results.to_str().unwrap()]);
+    let out = run(&all, Duration::from_secs(600));
+    let stdout = String::from_utf8_lossy(&out.stdout).to_string();
     let stderr = String::from_utf8_lossy(&out.stderr);
     assert_eq!(
         out.status.code(),
         Some(0),
         "stdout: {stdout}\nstderr: {stderr}"
     );
-
-    let sweeps: Vec<PathBuf> = std::fs::read_dir(results.join("sweep-sweep"))
-        .expect("results/sweep-sweep/")
+    let sweeps: Vec<PathBuf> = std::fs::read_dir(results.join(format!("sweep-{scenario}")))
+        .expect("results/sweep-<scenario>/")
         .map(|e| e.unwrap().path())
         .collect();
     assert_eq!(sweeps.len(), 1, "{sweeps:?}");
-    let dir = &sweeps[0];
+    (sweeps[0].clone(), stdout)
+}
+
+#[test]
+fn a_two_lease_sweep_writes_its_table_plot_and_conclusion() {
+    let results = scratch("sweep");
+    let (dir, stdout) = sweep_ok(&results, "sweep", &["--lease", "60s,2s"]);
+    let dir = &dir;
     let read = |name: &str| {
         std::fs::read_to_string(dir.join(name)).unwrap_or_else(|e| panic!("{name}: {e}"))
     };
@@ -272,31 +268,18 @@ fn a_two_lease_sweep_writes_its_table_plot_and_conclusion() {
 #[test]
 fn a_decision_table_across_lock_services_fencing_and_leases() {
     let results = scratch("sweep-decision");
-    let out = run(
+    let (dir, _) = sweep_ok(
+        &results,
+        "gc-pause",
         &[
-            "sweep",
-            "--scenario",
-            "gc-pause",
             "--lock",
             "claims,advisory",
             "--fencing",
             "off,on",
             "--lease",
             "10s,30s",
-            "--budget",
-            "8m",
-            "--results",
-            results.to_str().unwrap(),
         ],
-        Duration::from_secs(600),
     );
-    let stderr = String::from_utf8_lossy(&out.stderr);
-    assert_eq!(out.status.code(), Some(0), "stderr: {stderr}");
-    let dir = std::fs::read_dir(results.join("sweep-gc-pause"))
-        .expect("results/sweep-gc-pause/")
-        .map(|e| e.unwrap().path())
-        .next()
-        .expect("a sweep folder");
     let read = |name: &str| {
         std::fs::read_to_string(dir.join(name)).unwrap_or_else(|e| panic!("{name}: {e}"))
     };
