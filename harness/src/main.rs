@@ -64,7 +64,7 @@ enum Command {
     Nightly(nightly::NightlyArgs),
     /// Cut a failing run's schedule down to the smallest one that still fails the same way.
     Shrink(shrink::ShrinkArgs),
-    /// Run a scenario for several lease durations and tabulate false expiries, vacancy and loss.
+    /// Run a scenario for several lock services, fencing settings and lease durations: the decision table (false expiries, vacancy, loss, stale writes, the lease to choose).
     Sweep(sweep::SweepArgs),
     /// Start a cluster (routing + shards + proxies) for manual poking; prints connection strings, runs until Ctrl-C or `chaos down`.
     Up(up::UpArgs),
