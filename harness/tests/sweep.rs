@@ -125,6 +125,14 @@ fn sweep_ok(results: &Path, scenario: &str, args: &[&str]) -> (PathBuf, String) 
     (sweeps[0].clone(), stdout)
 }
 
+/// `sweep.csv`'s header, checked against the promised columns, and its rows of fields.
+fn csv_rows(csv: &str) -> (Vec<&str>, Vec<Vec<&str>>) {
+    let mut lines = csv.lines();
+    assert_eq!(lines.next(), Some(COLUMNS));
+    let rows = lines.map(|l| l.split(',').collect()).collect();
+    (COLUMNS.split(',').collect(), rows)
+}
+
 #[test]
 fn a_two_lease_sweep_writes_its_table_plot_and_conclusion() {
     let results = scratch("sweep");
@@ -136,10 +144,7 @@ fn a_two_lease_sweep_writes_its_table_plot_and_conclusion() {
 
     // CSV: the promised columns, one row per lease in ascending order.
     let csv = read("sweep.csv");
-    let mut lines = csv.lines();
-    assert_eq!(lines.next(), Some(COLUMNS));
-    let header: Vec<&str> = COLUMNS.split(',').collect();
-    let rows: Vec<Vec<&str>> = lines.map(|l| l.split(',').collect()).collect();
+    let (header, rows) = csv_rows(&csv);
     assert_eq!(rows.len(), 2, "{csv}");
     for r in &rows {
         assert_eq!(r.len(), header.len(), "{r:?}");
@@ -284,10 +289,7 @@ fn a_decision_table_across_lock_services_fencing_and_leases() {
         std::fs::read_to_string(dir.join(name)).unwrap_or_else(|e| panic!("{name}: {e}"))
     };
     let csv = read("sweep.csv");
-    let mut lines = csv.lines();
-    assert_eq!(lines.next(), Some(COLUMNS));
-    let header: Vec<&str> = COLUMNS.split(',').collect();
-    let rows: Vec<Vec<&str>> = lines.map(|l| l.split(',').collect()).collect();
+    let (header, rows) = csv_rows(&csv);
     let cells: Vec<(&str, &str, &str)> = rows.iter().map(|r| (r[0], r[2], r[1])).collect();
     assert_eq!(
         cells,
