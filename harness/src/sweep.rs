@@ -84,17 +84,10 @@ type WeatherKey = (usize, u64);
 fn weathers(plan: &Plan) -> anyhow::Result<BTreeMap<WeatherKey, profile::Generated>> {
     let mut out = BTreeMap::new();
     for (li, lock) in plan.locks.iter().enumerate() {
-        let base = RunOptions {
-            scenario: plan.scenario.clone(),
-            time_scale_ms: plan.time_scale_ms,
-            lock: lock.flag,
-            quiet: true,
-            ..Default::default()
-        };
-        let scenario = run::resolve(&base)?;
+        let scenario = &lock.scenario;
         for k in 0..plan.runs {
             let seed = plan.seed.wrapping_add(k as u64);
-            let w = weather(plan, &scenario, seed);
+            let w = weather(plan, scenario, seed);
             crate::scenario::validate(scenario.file.clone(), &scenario.path, &w.faults).map_err(
                 |e| anyhow::anyhow!("the latency profile does not fit the scenario: {e:#}"),
             )?;

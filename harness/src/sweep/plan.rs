@@ -123,6 +123,8 @@ pub struct LockPlan {
     pub renew_node: &'static str,
     /// Real ms per scenario second of its runs (the scenario's, or `--time-scale-ms`).
     pub time_scale_ms: f64,
+    /// The scenario as its runs resolve it (the weather is drawn on it).
+    pub scenario: crate::scenario::Scenario,
 }
 
 /// The sweep's input after checking; nothing runs before this exists.
@@ -225,9 +227,9 @@ pub fn plan(a: &SweepArgs) -> anyhow::Result<Plan> {
     let mut planned = Vec::new();
     let (mut scenario_seed, mut name) = (0, String::new());
     for flag in locks {
-        let (lock, scenario) = lock_plan(a, flag, time_scale_ms, &leases_s)?;
-        scenario_seed = scenario.file.seed;
-        name = scenario.file.name.clone();
+        let lock = lock_plan(a, flag, time_scale_ms, &leases_s)?;
+        scenario_seed = lock.scenario.file.seed;
+        name = lock.scenario.file.name.clone();
         planned.push(lock);
     }
     let seed = match &a.seed {
@@ -263,7 +265,7 @@ fn lock_plan(
     flag: Option<crate::lock::LockKind>,
     time_scale_ms: Option<f64>,
     leases_s: &[f64],
-) -> anyhow::Result<(LockPlan, crate::scenario::Scenario)> {
+) -> anyhow::Result<LockPlan> {
     let base = RunOptions {
         scenario: a.scenario.clone(),
         time_scale_ms,
@@ -292,8 +294,9 @@ fn lock_plan(
             "routing"
         },
         time_scale_ms: scenario.file.time_scale_ms,
+        scenario,
     };
-    Ok((lock, scenario))
+    Ok(lock)
 }
 
 /// `--lock claims,etcd`: each service once, in the order given.
