@@ -613,6 +613,7 @@ fn movers_audit(
                 commit_unix_ns: at_ns(at_ms),
                 app: holder.into(),
                 xid: 0,
+                not_before_unix_ns: None,
             });
         };
     let handover = plan.len() * 2 / 3;

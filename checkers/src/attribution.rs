@@ -424,6 +424,7 @@ mod tests {
             commit_unix_ns: commit_s * S,
             app: holder.into(),
             xid: commit_s,
+            not_before_unix_ns: None,
         }
     }
 

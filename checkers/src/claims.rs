@@ -39,6 +39,9 @@ pub struct Grant {
     pub token: i64,
     /// The grant's first change: when the lock handed it out.
     pub commit_unix_ns: i64,
+    /// The earliest the lock can have handed it out: `commit_unix_ns`, or before it when the
+    /// stamp is only when an observer saw the grant (a ZooKeeper deletion has no time).
+    pub earliest_unix_ns: i64,
     /// Every change of this grant in commit order (the grant itself,
     /// renewals, releases), whenever it committed.
     pub changes: Vec<Change>,
@@ -226,6 +229,9 @@ impl Claims {
                         holder: holder.to_string(),
                         token: c.token,
                         commit_unix_ns: c.commit_unix_ns,
+                        earliest_unix_ns: c
+                            .not_before_unix_ns
+                            .map_or(c.commit_unix_ns, |b| b.min(c.commit_unix_ns)),
                         changes: Vec::new(),
                         released_unix_ns: None,
                     });
@@ -257,7 +263,7 @@ impl Claims {
     /// write in the same instant as its grant belongs to it).
     pub fn latest_of(&self, holder: &str, at_unix_ns: i64) -> Option<usize> {
         let mine = self.of_holder(holder);
-        let seen = mine.partition_point(|&g| self.grants[g].commit_unix_ns <= at_unix_ns);
+        let seen = mine.partition_point(|&g| self.grants[g].earliest_unix_ns <= at_unix_ns);
         seen.checked_sub(1).map(|i| mine[i])
     }
 
@@ -377,6 +383,7 @@ mod tests {
             commit_unix_ns: commit_s * S,
             app: holder.unwrap_or("").into(),
             xid: commit_s,
+            not_before_unix_ns: None,
         }
     }
 

@@ -106,7 +106,7 @@ pub fn attribute_one<'a>(
     };
     if let Some(t) = token.filter(|&t| t != 0) {
         let with = claims.with_token(t);
-        let issued = |g: &usize| claims.grants[*g].commit_unix_ns <= stamped_by;
+        let issued = |g: &usize| claims.grants[*g].earliest_unix_ns <= stamped_by;
         // The writer's own grant of the token, else the one handed out (to
         // anybody) by then, else the first: it was not handed out yet.
         let own = with
@@ -243,6 +243,7 @@ mod tests {
             commit_unix_ns: commit_s * S,
             app: holder.into(),
             xid: commit_s,
+            not_before_unix_ns: None,
         }
     }
 
@@ -385,6 +386,42 @@ mod tests {
         assert_eq!(
             one(&write("ingest", WriteOp::Insert, 60, 1, Some(9)), &c),
             Some((Some(1), true, None))
+        );
+    }
+
+    /// A grant stamped when an observer saw it, no earlier than its previous stamp (a ZooKeeper
+    /// deletion has no time): a write after that bound acted under it, with its token or not.
+    #[test]
+    fn a_grant_seen_late_covers_writes_after_its_earliest() {
+        let c = Claims::from_audit(
+            "move",
+            &[
+                grant("box-1", 5, 10, Some(40)),
+                ClaimChange {
+                    not_before_unix_ns: Some(42 * S),
+                    ..grant("box-2", 9, 50, None)
+                },
+            ],
+        );
+        assert_eq!(
+            one(&write("box-2", WriteOp::Insert, 45, 1, Some(9)), &c),
+            Some((Some(1), false, None))
+        );
+        assert_eq!(
+            one(&write("box-2", WriteOp::Insert, 45, 1, None), &c),
+            Some((Some(1), false, None))
+        );
+        assert_eq!(
+            one(&write("box-2", WriteOp::Insert, 41, 1, Some(9)), &c),
+            Some((
+                None,
+                false,
+                Some(Unattributed::TokenBeforeGrant { grant: 1 })
+            ))
+        );
+        assert_eq!(
+            one(&write("box-2", WriteOp::Insert, 41, 1, None), &c),
+            Some((None, false, Some(Unattributed::NoGrant)))
         );
     }
 

@@ -72,6 +72,7 @@ pub async fn claim_changes(url: &str) -> Result<Vec<ClaimChange>, String> {
             expires_unix_ns: r.get(3),
             app: r.get(4),
             xid: r.get(5),
+            not_before_unix_ns: None,
             commit_unix_ns: r.get::<_, Option<i64>>(6).unwrap_or(0),
         })
         .collect())

@@ -134,6 +134,10 @@ pub struct ClaimChange {
     pub commit_unix_ns: i64,
     pub app: String,
     pub xid: i64,
+    /// The earliest the change can have committed when its stamp is only when an observer saw
+    /// it (a ZooKeeper deletion carries no server time): the observer's previous stamp.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub not_before_unix_ns: Option<i64>,
 }
 
 /// The resources' own record.

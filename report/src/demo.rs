@@ -118,6 +118,7 @@ impl Builder {
             commit_unix_ns: self.clock.unix_ns_at_scenario_ms(t_ms),
             app: holder.into(),
             xid,
+            not_before_unix_ns: None,
         });
     }
 

@@ -78,6 +78,7 @@ fn claim(s: f64, holder: &str, token: i64, lease_s: f64) -> ClaimChange {
         commit_unix_ns: c.unix_ns_at_scenario_ms(t),
         app: holder.into(),
         xid: (s * 10.0) as i64,
+        not_before_unix_ns: None,
     }
 }
 

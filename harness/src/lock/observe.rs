@@ -67,6 +67,20 @@ impl Sink {
     /// Record one change: `held` false ends the grant at `at_ns`. `xid` orders changes
     /// committed in the same instant (etcd's revision; the observer's count otherwise).
     async fn change(&self, holder: &str, token: i64, held: bool, at_ns: i64, xid: i64) {
+        self.change_seen(holder, token, held, (at_ns, None), xid)
+            .await
+    }
+
+    /// `change`, stamped `at_ns` when it was seen and, when the service gave no time of its
+    /// own, no earlier than `not_before` (the checker judges a token used in between as issued).
+    async fn change_seen(
+        &self,
+        holder: &str,
+        token: i64,
+        held: bool,
+        (at_ns, not_before): (i64, Option<i64>),
+        xid: i64,
+    ) {
         let at = Instant::now();
         self.changes.lock().unwrap().push(ClaimChange {
             job: self.job.clone(),
@@ -76,6 +90,7 @@ impl Sink {
             commit_unix_ns: at_ns,
             app: holder.to_string(),
             xid,
+            not_before_unix_ns: not_before,
         });
         let name = if held {
             Some(self.name_of(holder).await)
@@ -245,6 +260,7 @@ fn missed_grants(
                 commit_unix_ns: t,
                 app: holder.clone(),
                 xid,
+                not_before_unix_ns: None,
             });
         }
     }

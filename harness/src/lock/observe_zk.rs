@@ -69,10 +69,13 @@ impl Nodes {
     }
 }
 
-/// Record what `settle` says, stamped `at_ns`.
-async fn record_at(sink: &Sink, nodes: &mut Nodes, at_ns: i64) {
+/// Record what `settle` says, stamped `at_ns`; a grant no earlier than `not_before` when
+/// ZooKeeper gave no time of its own (a deletion, or what a read found).
+async fn record_at(sink: &Sink, nodes: &mut Nodes, at_ns: i64, not_before: Option<i64>) {
     for (n, held, order) in nodes.settle() {
-        sink.change(&n.holder, n.czxid, held, at_ns, order).await;
+        let bound = not_before.filter(|_| held).map(|b| b.min(at_ns));
+        sink.change_seen(&n.holder, n.czxid, held, (at_ns, bound), order)
+            .await;
     }
 }
 
@@ -102,6 +105,30 @@ async fn resync(c: &zk::Client, path: &str, nodes: &mut Nodes) -> Result<(), zk:
     Ok(())
 }
 
+/// A fresh session on the ensemble with the lock path made and watched, recursively.
+async fn session(endpoints: &str, path: &str) -> Option<(zk::Client, zk::PersistentWatcher)> {
+    let connecting = zk::Client::connector()
+        .with_session_timeout(SESSION)
+        .with_connection_timeout(Duration::from_millis(500))
+        .with_server_version(3, 8, 0)
+        .with_fail_eagerly()
+        .connect(endpoints);
+    let client = tokio::time::timeout(Duration::from_secs(2), connecting)
+        .await
+        .ok()?
+        .ok()?;
+    let persistent = zk::CreateMode::Persistent.with_acls(zk::Acls::anyone_all());
+    match client.mkdir(path, &persistent).await {
+        Ok(()) | Err(zk::Error::NodeExists) => {}
+        Err(_) => return None,
+    }
+    let watcher = client
+        .watch(path, zk::AddWatchMode::PersistentRecursive)
+        .await
+        .ok()?;
+    Some((client, watcher))
+}
+
 /// Watch the lock path on the ensemble (any member; the client moves to another when one goes
 /// away), reconnecting when the session ends.
 pub(super) async fn zookeeper(sink: Sink, endpoints: String, path: String) {
@@ -110,36 +137,19 @@ pub(super) async fn zookeeper(sink: Sink, endpoints: String, path: String) {
     // When the last change was stamped: a stamp never goes back before it.
     let mut last_ns = 0i64;
     let mut arrived;
+    // The earliest the event's change can have happened, when ZooKeeper says no time of its own.
+    let mut not_before;
     loop {
-        let connecting = zk::Client::connector()
-            .with_session_timeout(SESSION)
-            .with_connection_timeout(Duration::from_millis(500))
-            .with_server_version(3, 8, 0)
-            .with_fail_eagerly()
-            .connect(&endpoints);
-        let client = match tokio::time::timeout(Duration::from_secs(2), connecting).await {
-            Ok(Ok(c)) => c,
-            _ => {
-                tokio::time::sleep(Duration::from_millis(20)).await;
-                continue;
-            }
-        };
-        let persistent = zk::CreateMode::Persistent.with_acls(zk::Acls::anyone_all());
-        match client.mkdir(&path, &persistent).await {
-            Ok(()) | Err(zk::Error::NodeExists) => {}
-            Err(_) => continue,
-        }
-        let Ok(mut watcher) = client
-            .watch(&path, zk::AddWatchMode::PersistentRecursive)
-            .await
-        else {
+        let Some((client, mut watcher)) = session(&endpoints, &path).await else {
+            tokio::time::sleep(Duration::from_millis(20)).await;
             continue;
         };
         if resync(&client, &path, &mut nodes).await.is_err() {
             continue;
         }
+        let since = (last_ns > 0).then_some(last_ns);
         last_ns = wall_ns().max(last_ns);
-        record_at(&sink, &mut nodes, last_ns).await;
+        record_at(&sink, &mut nodes, last_ns, since).await;
         sink.ready.send_replace(true);
         // The first session has lost nothing; a later one may have.
         let connected = std::time::Instant::now();
@@ -159,12 +169,14 @@ pub(super) async fn zookeeper(sink: Sink, endpoints: String, path: String) {
                     // Stamped as it arrives, before the read it may need: a holder's first
                     // write follows its grant by one round trip, and so would the read.
                     arrived = wall_ns().max(last_ns);
+                    not_before = Some(last_ns);
                     ev
                 }
                 Err(_) => {
                     if resync(&client, &path, &mut nodes).await.is_ok() {
+                        let since = last_ns;
                         last_ns = wall_ns().max(last_ns);
-                        record_at(&sink, &mut nodes, last_ns).await;
+                        record_at(&sink, &mut nodes, last_ns, Some(since)).await;
                     }
                     continue;
                 }
@@ -198,6 +210,7 @@ pub(super) async fn zookeeper(sink: Sink, endpoints: String, path: String) {
                         arrived = arrived
                             .min(stat.ctime.saturating_mul(1_000_000))
                             .max(last_ns);
+                        not_before = None;
                     }
                 }
                 zk::EventType::NodeDataChanged => {
@@ -216,7 +229,9 @@ pub(super) async fn zookeeper(sink: Sink, endpoints: String, path: String) {
                 }
                 _ => continue,
             }
-            record_at(&sink, &mut nodes, arrived).await;
+            // A deletion carries no time: the grant it makes to the next node happened after
+            // the last change recorded, and a holder's write may precede its arrival here.
+            record_at(&sink, &mut nodes, arrived, not_before).await;
             last_ns = arrived;
         }
     }
