@@ -35,12 +35,24 @@ pub fn stop_now(pid: i32, sig: i32) {
         let mut status = 0;
         // WNOHANG reaps it if it is our child and has exited.
         let r = unsafe { libc::waitpid(pid, &mut status, libc::WNOHANG) };
-        if r == pid || (r < 0 && unsafe { libc::kill(pid, 0) } != 0) {
+        if r == pid || (r < 0 && !running(pid)) {
             return;
         }
         std::thread::sleep(Duration::from_millis(10));
     }
     unsafe { libc::kill(pid, libc::SIGKILL) };
+}
+
+/// Whether `pid` still runs (a zombie its supervisor has yet to reap has exited).
+pub fn running(pid: i32) -> bool {
+    match std::fs::read_to_string(format!("/proc/{pid}/stat")) {
+        // `PID (comm) STATE ...`: the state follows the last ')'.
+        Ok(stat) => stat
+            .rsplit_once(')')
+            .and_then(|(_, rest)| rest.split_whitespace().next())
+            .is_some_and(|state| state != "Z" && state != "X"),
+        Err(_) => false,
+    }
 }
 
 /// A free TCP port on 127.0.0.1 (bound, then released).

@@ -196,7 +196,8 @@ pub async fn down(a: DownArgs) -> anyhow::Result<u8> {
             .unwrap_or(0) as i32;
         if pid > 0 && unsafe { libc::kill(pid, libc::SIGTERM) } == 0 {
             let began = Instant::now();
-            while unsafe { libc::kill(pid, 0) } == 0 && began.elapsed() < Duration::from_secs(30) {
+            // A zombie has stopped: the program that started `chaos up` may not have reaped it yet.
+            while crate::procs::running(pid) && began.elapsed() < Duration::from_secs(30) {
                 tokio::time::sleep(Duration::from_millis(20)).await;
             }
             println!(

@@ -151,7 +151,7 @@ impl Supervised {
         };
         let began = Instant::now();
         let mut sent = Instant::now();
-        while alive(pid) {
+        while crate::procs::running(pid) {
             if sent.elapsed() > RESIGNAL {
                 let _ = self.to_supervisor(sig).await;
                 sent = Instant::now();
@@ -166,17 +166,5 @@ impl Supervised {
             tokio::time::sleep(Duration::from_micros(500)).await;
         }
         Ok(true)
-    }
-}
-
-/// Whether `pid` still runs (a zombie its supervisor has yet to reap has exited).
-fn alive(pid: i32) -> bool {
-    match std::fs::read_to_string(format!("/proc/{pid}/stat")) {
-        // `PID (comm) STATE ...`: the state follows the last ')'.
-        Ok(stat) => stat
-            .rsplit_once(')')
-            .and_then(|(_, rest)| rest.split_whitespace().next())
-            .is_some_and(|state| state != "Z" && state != "X"),
-        Err(_) => false,
     }
 }
