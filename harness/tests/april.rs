@@ -2,11 +2,8 @@
 //! movers, real signals; each variant's figures (DESIGN section 6) asserted from its
 //! verdict.json by `support/figures.rs`, the same checks the docker backend's tests use.
 
-mod common;
-#[path = "support/figures.rs"]
-mod figures;
-
-use common::*;
+use crate::common::*;
+use crate::support::figures;
 use figures::Outcome;
 
 fn run(scenario: &str, extra: &[&str], expect: &str) -> Outcome {

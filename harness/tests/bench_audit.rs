@@ -1,8 +1,6 @@
 //! `chaos bench --what audit` on real Postgres at a tiny size: both figures and the ratio are printed, the "with" server's audit recorded every statement and the "without" server's nothing, and no server is left running.
 
-mod common;
-
-use common::*;
+use crate::common::*;
 use std::process::Command;
 
 /// The number after `key` in `text` (digits and a decimal point).

@@ -1,8 +1,6 @@
 //! `chaos check DIR` on stored runs that are not whole, through the real binary: each case's exit code and its one line; `--strict-duplicates`; a signal mid-check of a big run; an absurd timestamp and the report's size.
 
-mod common;
-
-use common::*;
+use crate::common::*;
 use std::path::{Path, PathBuf};
 use std::process::{Command, Output, Stdio};
 use std::time::{Duration, Instant};

@@ -4,9 +4,7 @@
 //! project gets its own name and free host ports (CHAOS_PG_PORT_PREFIX, CHAOS_PROXY_API_PORT,
 //! CHAOS_LINK_PORTS), and mounts the binaries this test run built (CHAOS_BIN_DIR).
 
-mod common;
-
-use common::*;
+use crate::common::*;
 use std::path::PathBuf;
 use std::process::{Command, Stdio};
 use std::time::{Duration, Instant};

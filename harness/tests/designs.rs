@@ -1,8 +1,6 @@
 //! The seed's other designs, each run end to end on real Postgres servers and real processes and judged (issue #20): the payout lock (lesson 007's unique election against a lease, with and without idempotent payments) and ten objects under one lease (no fence, a fence per write, all ten fenced at grant time, a pointer flipped by compare-and-set). Every fault lands on a trigger, so each verdict is the design's, not the machine's pace.
 
-mod common;
-
-use common::*;
+use crate::common::*;
 use serde_json::Value;
 use std::path::PathBuf;
 

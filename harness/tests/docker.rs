@@ -7,9 +7,7 @@
 //! nextest each runs alone, and the `down --all` test after every other test).
 #![allow(dead_code)]
 
-#[path = "support/figures.rs"]
-mod figures;
-
+use crate::support::figures;
 use figures::Outcome;
 use std::path::{Path, PathBuf};
 use std::process::{Command, Stdio};

@@ -1,10 +1,7 @@
 //! The failover system end to end on the process backend (issue 19): a real primary and streaming replica, the reference watcher as a real process, real link faults through the proxy. `failover-github` and `failover-shop`, each without and with the fence, judged by their verdict.json (`support/failover.rs`, shared with the docker tests), re-judged by `chaos check`, and nothing left running.
 
-mod common;
-#[path = "support/failover.rs"]
-mod failover;
-
-use common::*;
+use crate::common::*;
+use crate::support::failover;
 
 fn run(scenario: &str, extra: &[&str], expect: &str) -> failover::Run {
     let _one = one_at_a_time();

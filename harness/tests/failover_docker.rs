@@ -3,9 +3,7 @@
 //! Needs a Docker engine; where none answers, each test prints one SKIP line and returns (as
 //! `docker.rs` does: the only skip). Images are built first when missing (scripts/build-images).
 
-#[path = "support/failover.rs"]
-mod failover;
-
+use crate::support::failover;
 use std::path::{Path, PathBuf};
 use std::process::{Command, Stdio};
 use std::sync::Mutex;

@@ -1,8 +1,6 @@
 //! `chaos sweep` of a failover scenario: the watcher's silence constant against the measured check latency. On `failover-sweep` (an 8 s slow stretch on the watcher's link while the primary is fine, then the primary really dies), a 5 s silence promotes a live primary and a 30 s one does not but pays about 30 s with no primary; and the sweep's bad input is one line, exit 3.
 
-mod common;
-
-use common::*;
+use crate::common::*;
 
 #[test]
 fn a_short_silence_promotes_a_live_primary_a_long_one_pays_in_unavailability() {

@@ -6,8 +6,7 @@
 //! `ToxiproxyClient` (the project's toxiproxy_rust wrapper) against a standalone
 //! `chaos proxy` process.
 
-mod common;
-
+use crate::common::*;
 use chaos_harness::backend::{
     BackendKind, Cluster, ClusterSpec, MoverProgram, MoverSpec, Signaller, StopMode,
 };
@@ -15,7 +14,6 @@ use chaos_harness::links::{proxy_name, Links};
 use chaos_harness::scenario::{self, Scenario, ScenarioFile};
 use chaos_nemesis::{FaultKind, Stream as LinkStream};
 use chaos_proxy::{ProxyInfo, Stream, ToxicKind, ToxicSpec, ToxiproxyClient};
-use common::*;
 use std::path::{Path, PathBuf};
 use std::time::{Duration, Instant};
 use tokio_postgres::Client;

@@ -4,9 +4,7 @@
 //! after it exits non-zero, and a mover that never says it is ready is refused in one line.
 //! Real Postgres servers and real processes (the process backend).
 
-mod common;
-
-use common::*;
+use crate::common::*;
 use serde_json::Value;
 
 const PSQL_MOVER: &str = "workloads/examples/psql-mover.sh";

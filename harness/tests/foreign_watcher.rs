@@ -1,10 +1,7 @@
 //! A watcher that is not ours (`workloads/examples/sh-watcher.sh`: POSIX sh, psql and curl, written from docs/watcher-protocol.md alone) run by `--watcher-cmd` on `failover-github`: without its fence it loses orders to two primaries, with `FENCE=on` it loses nothing; judged by the same claims as the reference watcher (`support/failover.rs`).
 
-mod common;
-#[path = "support/failover.rs"]
-mod failover;
-
-use common::*;
+use crate::common::*;
+use crate::support::failover;
 
 fn run(cmd: &str, expect: &str) -> failover::Run {
     let _one = one_at_a_time();

@@ -6,9 +6,7 @@
 //! which ends with the harness's pid. The docker half needs an engine; without one it prints
 //! the one SKIP line.
 
-mod common;
-
-use common::*;
+use crate::common::*;
 use std::io::{BufRead, BufReader};
 use std::path::{Path, PathBuf};
 use std::process::{Child, Command, Stdio};

@@ -1,10 +1,7 @@
 //! Redis as the lock service (issue 35): a primary with a replica that forms, replicates through its link and is promoted without what it missed; redis-failover (the promoted replica hands the lock out again: overlapping grants); the GC-pause seed with the lease in a real redis-server 7.0, held by the reference mover (`SET NX PX` and `INCR` in one script) and by a mover built on python3-redis's stock `Lock`; grants read from the server's keyspace notifications. Lease only loses data (or accepts a stale write), fenced by the `INCR` token refuses it; each stored run is re-judged by `chaos check`; a SIGINT mid-run leaves no redis-server.
 
-mod common;
-#[path = "support/figures.rs"]
-mod figures;
-
-use common::*;
+use crate::common::*;
+use crate::support::figures;
 use figures::Outcome;
 use serde_json::Value;
 use std::io::{BufRead, BufReader};

@@ -5,11 +5,8 @@
 //! token drawn under the advisory lock) refuses the stale write. Each stored run is re-judged
 //! by `chaos check` from its directory alone.
 
-mod common;
-#[path = "support/figures.rs"]
-mod figures;
-
-use common::*;
+use crate::common::*;
+use crate::support::figures;
 use figures::Outcome;
 use serde_json::Value;
 use std::path::PathBuf;

@@ -4,11 +4,8 @@
 //! watch on the lock path). Lease only loses data, or a shard accepts a stale write; fenced by
 //! the owner node's `czxid` refuses it. Each stored run is re-judged by `chaos check`.
 
-mod common;
-#[path = "support/figures.rs"]
-mod figures;
-
-use common::*;
+use crate::common::*;
+use crate::support::figures;
 use figures::Outcome;
 use serde_json::Value;
 use std::path::PathBuf;

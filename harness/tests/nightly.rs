@@ -1,7 +1,6 @@
 //! `chaos nightly`, `chaos run --replay` and `chaos shrink` on real Postgres servers and real mover processes: a campaign's exit code and its junit.xml as CI reads it (xmllint against `tests/data/junit.xsd`, and junitparser), a failing run replayed, slices merged into the whole, an 8-fault run shrunk to the fault that matters.
 
-mod common;
-use common::*;
+use crate::common::*;
 use serde_json::Value;
 use std::path::{Path, PathBuf};
 use std::process::Command;

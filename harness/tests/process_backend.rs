@@ -1,10 +1,8 @@
 //! The process backend on real Postgres servers: node start, restart and crash with data kept, cleanup after a panic and after SIGINT, `chaos up`/`down`, and a bad scenario refused before anything starts.
 
-mod common;
-
+use crate::common::*;
 use chaos_harness::backend::process::ProcessCluster;
 use chaos_harness::backend::{ClusterSpec, StopMode};
-use common::*;
 use std::io::{BufRead, BufReader};
 use std::process::{Command, Stdio};
 use std::time::{Duration, Instant};

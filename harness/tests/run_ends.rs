@@ -3,9 +3,7 @@
 //! restarts it owes; a kill that did not land restarts nothing. Real Postgres servers and real
 //! processes (the process backend), on small scenarios written for each case.
 
-mod common;
-
-use common::*;
+use crate::common::*;
 use serde_json::Value;
 
 /// gc-pause's cluster and data, with `faults` (TOML) and `end` instead of its own.

@@ -3,9 +3,7 @@
 //! line saying what to fix; none reads as "invalid" (a page about lost data) or "unknown".
 //! Real processes and real Postgres servers (the process backend).
 
-mod common;
-
-use common::*;
+use crate::common::*;
 use std::process::Command;
 
 /// The one line `chaos` printed on stderr for a refused input (after any progress lines).

@@ -5,9 +5,7 @@
 //! (`holder->routing`), a seeded generator draws such faults on its own, and a trigger that
 //! never fires is an `unknown`, not a pass.
 
-mod common;
-
-use common::*;
+use crate::common::*;
 use serde_json::Value;
 
 fn chaos_run(name: &str, args: &[&str]) -> (Option<i32>, String, std::path::PathBuf) {
