@@ -97,11 +97,22 @@ fn a_kill_of_every_box_waits_for_their_restarts() {
     assert_eq!(out.status.code(), Some(0), "valid: {stderr}");
     let run = latest_run(&results, "kill-all");
     let ops = history_ops(&run);
-    let restarts = ops
-        .iter()
-        .filter(|o| o["f"] == "start-mover" && o["type"] == "ok")
-        .count();
-    assert_eq!(restarts, 4, "every killed box restarted");
+    let count = |f: &str, t: &str| ops.iter().filter(|o| o["f"] == f && o["type"] == t).count();
+    // A box may have exited on its own before the kill (fenced at the shards, its copy slower
+    // than its lease on a loaded machine): the kill finds it not running and its supervisor
+    // has restarted it already. Every box the kill did stop starts again.
+    let (killed, not_running) = (count("kill", "ok"), count("kill", "info"));
+    assert_eq!(
+        killed + not_running,
+        4,
+        "every kill landed or found its box gone"
+    );
+    assert!(killed >= 1, "the kills stopped at least one box");
+    assert_eq!(
+        count("start-mover", "ok"),
+        killed,
+        "every killed box restarted"
+    );
     let verdict = read_json(&run.join("verdict.json"));
     assert_eq!(verdict["stats"]["turbines_moved"], 13, "{stderr}");
     assert_none_left(&data.display().to_string(), 10);
