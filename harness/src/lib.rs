@@ -18,6 +18,7 @@ pub mod movers;
 pub mod nightly;
 pub mod owned;
 pub mod pg;
+pub mod ports;
 pub mod procs;
 pub mod program;
 pub mod progress;

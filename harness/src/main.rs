@@ -310,7 +310,7 @@ fn busy_listen(listen: std::net::SocketAddr, e: &std::io::Error) -> String {
     if e.kind() != std::io::ErrorKind::AddrInUse {
         return format!("chaos proxy cannot listen on {listen}: {e}");
     }
-    let holder = chaos_harness::procs::listener_of(listen.port())
+    let holder = chaos_harness::ports::listener_of(listen.port())
         .map(|(pid, name)| format!(" (held by pid {pid}, {name})"))
         .unwrap_or_default();
     format!("{listen} is already in use{holder}: stop that process or pick another address with --listen")

@@ -280,14 +280,22 @@ impl PgNode {
             if let Some(child) = self.child.as_mut() {
                 if let Ok(Some(status)) = child.try_wait() {
                     self.child = None;
+                    let log = std::fs::read_to_string(&self.log_path).unwrap_or_default();
+                    let status = match log.contains("Address already in use") {
+                        true => format!("{status}: port {} is another process's", self.port),
+                        false => status.to_string(),
+                    };
                     return Err(PgError::ExitedEarly {
                         node: self.name.clone(),
-                        status: status.to_string(),
+                        status,
                         log: self.log_path.display().to_string(),
                     });
                 }
             }
-            if crate::db::ping(&url).await {
+            // An answer from the port is ours only when our postmaster holds it: another
+            // run's server handed the same port answers too, while ours fails to bind.
+            let pid = self.child.as_ref().and_then(|c| c.id());
+            if crate::db::ping(&url).await && crate::ports::ours(pid, self.port) {
                 self.last_start = began.elapsed();
                 return Ok(self.last_start);
             }

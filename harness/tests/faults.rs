@@ -84,7 +84,7 @@ impl StandaloneProxy {
         let mut last = String::new();
         // The free port is released before the child binds it: retry if another test took it.
         for _ in 0..5 {
-            let port = chaos_harness::procs::free_port().unwrap();
+            let port = chaos_harness::ports::free_port().unwrap();
             let api = format!("127.0.0.1:{port}");
             let mut cmd = std::process::Command::new(chaos());
             cmd.args(["proxy", "--listen", &api])

@@ -3,7 +3,7 @@
 use super::gate::{self, Gate, NotStarted, Waited};
 use super::{ClusterSpec, MoverProgram, MoverSpec, StopMode, START_TIMEOUT, STOP_TIMEOUT};
 use crate::pg::{PgInstall, PgNode};
-use crate::procs;
+use crate::{ports, procs};
 use std::collections::{BTreeMap, HashMap};
 use std::path::{Path, PathBuf};
 use std::process::Stdio;
@@ -90,7 +90,7 @@ impl ProcessCluster {
             let log = spec.log_dir.join(format!("{name}.log"));
             let name = name.clone();
             async move {
-                let port = procs::free_port().map_err(|e| anyhow::anyhow!("no free port: {e}"))?;
+                let port = ports::free_port().map_err(|e| anyhow::anyhow!("no free port: {e}"))?;
                 let mut node = PgNode::create(&install, &name, &template, dir, port, log).await?;
                 node.start(START_TIMEOUT).await?;
                 anyhow::Ok(node)

@@ -7,7 +7,7 @@
 
 use super::member::{self, stop_now};
 use super::peers;
-use crate::procs;
+use crate::{ports, procs};
 use std::path::{Path, PathBuf};
 use std::process::Stdio;
 use std::time::{Duration, Instant};
@@ -109,8 +109,8 @@ impl EtcdServer {
                 node: node.clone(),
                 n,
                 child: None,
-                client_port: procs::free_port()?,
-                peer_port: procs::free_port()?,
+                client_port: ports::free_port()?,
+                peer_port: ports::free_port()?,
                 data_dir,
                 log_path: log_dir.join(format!("lock-{n}.log")),
                 hosts: (count > 1).then(|| run_dir.join(format!("lock-{n}.hosts"))),
@@ -394,7 +394,8 @@ impl EtcdServer {
         loop {
             self.exited_at_start(i)?;
             let m = &mut self.members[i];
-            if let Some((_, lead, id)) = status(&endpoint).await {
+            let mine = ports::ours(m.child.as_ref().and_then(|c| c.id()), m.client_port);
+            if let Some((_, lead, id)) = status(&endpoint).await.filter(|_| mine) {
                 m.id = id;
                 if lead != 0 || !leader {
                     return Ok(());

@@ -1,7 +1,7 @@
 //! Redis as the lock service's server: Debian's `redis-server` (7.0) run as local processes on 127.0.0.1 and free ports, as the unprivileged user when the harness is root, with keyspace notifications on and no persistence, each member's directory under the run's data directory and its log in the run's `logs/`; stopped (and their directories removed) on every path. One server (`lock`), or with `[lock] replica = true` a primary `lock` and its asynchronous replica `lock-2`, whose replication connection goes through the proxy (`lock-2->lock`; `lock->lock-2` once the roles are swapped), and which the sentinel (`sentinel.rs`) promotes.
 
 use super::member::{self, stop_now};
-use crate::procs;
+use crate::{ports, procs};
 use std::path::{Path, PathBuf};
 use std::process::Stdio;
 use std::time::{Duration, Instant};
@@ -104,7 +104,7 @@ impl RedisServer {
             members.push(Member {
                 node: node.to_string(),
                 child: None,
-                port: procs::free_port()?,
+                port: ports::free_port()?,
                 conf: dir.join("redis.conf"),
                 dir,
                 log_path: log_dir.join(format!("{node}.log")),
@@ -116,7 +116,7 @@ impl RedisServer {
             for to in members.iter().filter(|t| t.node != from.node) {
                 peers.push((
                     chaos_nemesis::Link::name(&from.node, &to.node),
-                    format!("127.0.0.1:{}", procs::free_port()?),
+                    format!("127.0.0.1:{}", ports::free_port()?),
                     to.addr(),
                 ));
             }
@@ -202,11 +202,13 @@ impl RedisServer {
                 );
             }
             let addr = m.addr();
-            let up = if sync {
-                in_sync(&addr).await
-            } else {
-                ping(&addr).await
-            };
+            let mine = ports::ours(m.child.as_ref().and_then(|c| c.id()), m.port);
+            let up = mine
+                && if sync {
+                    in_sync(&addr).await
+                } else {
+                    ping(&addr).await
+                };
             if up {
                 return Ok(());
             }

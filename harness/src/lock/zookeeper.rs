@@ -14,7 +14,7 @@
 
 use super::member::{self, stop_now};
 use super::peers;
-use crate::procs;
+use crate::{ports, procs};
 use std::path::{Path, PathBuf};
 use std::process::Stdio;
 use std::time::{Duration, Instant};
@@ -175,9 +175,9 @@ impl ZkServer {
                 node: node.clone(),
                 n,
                 child: None,
-                client_port: procs::free_port()?,
-                quorum_port: procs::free_port()?,
-                election_port: procs::free_port()?,
+                client_port: ports::free_port()?,
+                quorum_port: ports::free_port()?,
+                election_port: ports::free_port()?,
                 log_path: log_dir.join(format!("lock-{n}.log")),
                 hosts: (count > 1).then(|| dir.join("hosts")),
                 dir,
@@ -373,7 +373,9 @@ impl ZkServer {
         let addr = self.members[i].client_addr();
         loop {
             self.exited_at_start(i)?;
-            match srvr(&addr).await {
+            let m = &self.members[i];
+            let mine = ports::ours(m.child.as_ref().and_then(|c| c.id()), m.client_port);
+            match srvr(&addr).await.filter(|_| mine) {
                 Some(Some(_)) => return Ok(()),
                 Some(None) if !serving => return Ok(()),
                 _ => {}

@@ -60,7 +60,7 @@ impl DockerCluster {
         // Written down before anything is created: a harness killed from here on leaves its
         // run's label for the next command to remove (`reap`).
         crate::owned::hold(crate::owned::Thing::DockerRun(spec.run_id.clone()));
-        let free = || crate::procs::free_port().map_err(|e| anyhow::anyhow!("no free port: {e}"));
+        let free = || crate::ports::free_port().map_err(|e| anyhow::anyhow!("no free port: {e}"));
         let mut cluster = DockerCluster {
             engine,
             run_id: spec.run_id.clone(),
@@ -110,7 +110,7 @@ impl DockerCluster {
 
         let mut starts = Vec::new();
         for node in &spec.nodes {
-            let host_port = crate::procs::free_port()
+            let host_port = crate::ports::free_port()
                 .map_err(|e| anyhow::anyhow!("no free port for {node}: {e}"))?;
             starts.push(self.start_db(node.clone(), host_port));
         }

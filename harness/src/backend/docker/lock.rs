@@ -129,7 +129,7 @@ impl DockerEtcd {
                 container: None,
                 id: String::new(),
                 sup: None,
-                host_port: crate::procs::free_port()
+                host_port: crate::ports::free_port()
                     .map_err(|e| anyhow::anyhow!("no free port for the lock container: {e}"))?,
                 direct: None,
                 running: false,

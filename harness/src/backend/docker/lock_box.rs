@@ -46,7 +46,7 @@ impl LockBox {
             container: None,
             id: String::new(),
             sup: None,
-            host_port: crate::procs::free_port()
+            host_port: crate::ports::free_port()
                 .map_err(|e| anyhow::anyhow!("no free port for the lock container: {e}"))?,
             direct: None,
             running: false,
