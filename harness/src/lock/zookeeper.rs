@@ -11,6 +11,10 @@
 //! The JVM is started small and quick: class data sharing, a 128 MiB heap, the C1 compiler only,
 //! the serial collector, no perf data file (measured: about 0.6 s to a `srvr` answer on 2 cores).
 //! An ensemble's election is made quick too: notifications every 50 ms at first, at most 400 ms.
+//! A leader waits `initLimit` (100 ticks, 2 real s) for a quorum of followers before it gives up
+//! and elects again: through the proxy, a first round sometimes ends with two members leading
+//! (a follower's connection accepted by the proxy before the leader listens is reset), and at
+//! 250 ticks each such round cost 5 s (docker starts of 7.5 and 12.7 s, 2 of 6; at 100, 1.8-3.9 s).
 
 use super::member::{self, stop_now};
 use super::peers;
@@ -134,7 +138,7 @@ pub fn zoo_cfg_on(
 ) -> String {
     let mut cfg = format!(
         "tickTime={TICK_MS}\n\
-         initLimit=250\n\
+         initLimit=100\n\
          syncLimit=50\n\
          dataDir={}\n\
          clientPort={client_port}\n\

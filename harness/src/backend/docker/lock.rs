@@ -618,6 +618,9 @@ impl DockerEtcd {
             })
         });
         futures_util::future::join_all(removes).await;
+        if let Some(nets) = &self.nets {
+            nets.release(&self.docker, &self.run_id).await;
+        }
     }
 }
 

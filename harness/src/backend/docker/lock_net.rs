@@ -77,6 +77,27 @@ impl PeerNets {
         Ok(PeerNets { nets })
     }
 
+    /// Disconnect the proxy container from every member's network, once the members are gone
+    /// and before the proxy's removal: the engine releases a container's published ports on
+    /// each network it is on, and the proxy's removal took 7.4-9.3 s on four networks, 1.7 s
+    /// on one (measured with `docker kill`); disconnected first, 1.8 s. A disconnect the
+    /// engine does not answer leaves the proxy to the run's removal by label.
+    pub(super) async fn release(&self, docker: &Docker, run_id: &str) {
+        use testcontainers::bollard::models::NetworkDisconnectRequest;
+        let proxy = docker_name(run_id, "proxy");
+        let calls = self.nets.iter().map(|(name, _)| {
+            let req = NetworkDisconnectRequest {
+                container: proxy.clone(),
+                force: Some(true),
+            };
+            let what = format!("disconnect the proxy container from {name}");
+            async move {
+                let _ = bounded(&what, docker.disconnect_network(name, req)).await;
+            }
+        });
+        futures_util::future::join_all(calls).await;
+    }
+
     /// Member `i`'s network.
     pub(super) fn network(&self, i: usize) -> &str {
         &self.nets[i].0

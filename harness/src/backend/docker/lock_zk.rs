@@ -291,6 +291,9 @@ impl DockerZk {
     /// with the run's label, after the proxy's container that is on them).
     pub async fn stop(&mut self) {
         lock_box::remove_all(&self.docker, &mut self.members).await;
+        if let Some(nets) = &self.nets {
+            nets.release(&self.docker, &self.run_id).await;
+        }
     }
 }
 
