@@ -124,14 +124,34 @@ fn payout_lease_with_idempotent_payments_pays_everyone_once() {
 }
 
 /// The GC-pause follow-up without a fence: the paused leader wakes after the next leader
-/// published its whole version and writes the rest of its own over it.
+/// published its whole version and writes the rest of its own over it. Each object it writes
+/// late is one a reader sees torn: as many torn as interleaved, all the old leader's. How many
+/// is where the pause landed: after its 5th write, 5. Once in a fresh clone's suite the pause
+/// landed after the 6th commit and 4 tore: box 1 wrote its first object 1 ms after its grant,
+/// and (most likely) the trigger heard that write before the grant, and did not count it as
+/// the holder's (the grant and the writes reach the harness by different connections).
 #[test]
 fn ten_objects_without_a_fence_tear_the_configuration() {
     let _one = one_at_a_time();
     let (code, v, _) = run("objects-off", "ten-objects", &[]);
     assert_eq!(code, Some(1), "{v}");
-    assert_eq!(count(&v, "torn-update"), 5, "{v}");
-    assert_eq!(count(&v, "interleaved-update"), 5, "{v}");
+    let torn = count(&v, "torn-update");
+    assert!((1..=5).contains(&torn), "{v}");
+    assert_eq!(count(&v, "interleaved-update"), torn, "{v}");
+    let objects = v["anomalies"]
+        .as_array()
+        .and_then(|a| a.iter().find(|a| a["class"] == "torn-update"))
+        .map(|a| a["evidence"]["objects"].clone())
+        .unwrap_or_default();
+    let old: Vec<&Value> = objects
+        .as_array()
+        .map(|o| o.iter().filter(|o| o["token"] == 7).collect())
+        .unwrap_or_default();
+    assert_eq!(
+        old.len() as u64,
+        torn,
+        "the torn objects are the old leader's: {v}"
+    );
 }
 
 /// Each design that fences refuses the woken leader, and a reader sees one whole version.
