@@ -151,19 +151,23 @@ pub fn held_by(pid: i32, port: u16) -> Option<bool> {
     }
     let mut readable = false;
     for p in tree(pid) {
-        let Ok(fds) = std::fs::read_dir(format!("/proc/{p}/fd")) else {
-            continue;
-        };
-        readable = true;
-        let holds = fds.flatten().any(|fd| {
-            std::fs::read_link(fd.path())
-                .is_ok_and(|l| inodes.iter().any(|i| l.as_os_str() == i.as_str()))
-        });
-        if holds {
-            return Some(true);
+        match holds(p, &inodes) {
+            Some(true) => return Some(true),
+            Some(false) => readable = true,
+            None => {}
         }
     }
     readable.then_some(false)
+}
+
+/// Whether process `pid` has one of the sockets `inodes` open; `None` when its descriptors
+/// cannot be read.
+fn holds(pid: i32, inodes: &[String]) -> Option<bool> {
+    let fds = std::fs::read_dir(format!("/proc/{pid}/fd")).ok()?;
+    Some(fds.flatten().any(|fd| {
+        std::fs::read_link(fd.path())
+            .is_ok_and(|l| inodes.iter().any(|i| l.as_os_str() == i.as_str()))
+    }))
 }
 
 /// Whether the child `pid` (None: not running) serves `port`: what readiness asks besides an
@@ -184,14 +188,7 @@ pub fn listener_of(port: u16) -> Option<(i32, String)> {
         let Ok(pid) = entry.file_name().to_string_lossy().parse::<i32>() else {
             continue;
         };
-        let Ok(fds) = std::fs::read_dir(entry.path().join("fd")) else {
-            continue;
-        };
-        let holds = fds.flatten().any(|fd| {
-            std::fs::read_link(fd.path())
-                .is_ok_and(|l| inodes.iter().any(|i| l.as_os_str() == i.as_str()))
-        });
-        if holds {
+        if holds(pid, &inodes) == Some(true) {
             let name = std::fs::read_to_string(entry.path().join("comm"))
                 .map(|c| c.trim().to_string())
                 .unwrap_or_default();
