@@ -81,25 +81,31 @@ pub async fn claim_changes(url: &str) -> Result<Vec<ClaimChange>, String> {
 /// One shard's readings as runs per turbine. Streamed unordered with COPY
 /// (a sequential scan, far cheaper than an index-ordered read of millions of
 /// rows), grouped per turbine, sorted here and folded by `RunBuilder` (equal
-/// timestamps add copies). Memory: 8 bytes a reading while it is read. Each row is also
-/// compared on the shard with its reading's value (`WRONG_VALUE_SQL`): `values` counts
-/// the rows whose value was changed.
+/// timestamps add copies). Memory: 8 bytes a reading while it is read. Each row's value is
+/// also compared here with its reading's value (`galewatch::reading_value`): `values`
+/// counts the rows whose value was changed. (Compared on the shard in SQL, numeric
+/// arithmetic per row, the check took 2.3 s of a 1.58 M-row shard's 2.9 s read.)
 pub async fn final_runs(shard: &str, url: &str) -> Result<Vec<ShardTurbineRuns>, String> {
+    use chaos_workloads::galewatch::{numbered_reading_value, serial_number};
     use futures_util::StreamExt;
+    /// One turbine's timestamps and value check, and its number (None: not a serial).
+    struct Turbine {
+        ts: Vec<i64>,
+        values: ValueCheck,
+        number: Option<i64>,
+    }
     let c = db::connect(url, "harness", TIMEOUT).await?;
-    let sql = format!(
-        "copy (select turbine_id, (extract(epoch from ts) * 1000)::bigint, {} from readings) to stdout",
-        chaos_workloads::galewatch::WRONG_VALUE_SQL
-    );
+    let sql = "copy (select turbine_id, (extract(epoch from ts) * 1000)::bigint, value from readings) to stdout";
     let read = async {
         let stream = c
-            .copy_out(sql.as_str())
+            .copy_out(sql)
             .await
             .map_err(|e| format!("{shard}: reading the final state: {e}"))?;
         futures_util::pin_mut!(stream);
-        let mut by_turbine: std::collections::HashMap<String, (Vec<i64>, ValueCheck)> =
+        let mut by_turbine: std::collections::HashMap<String, Turbine> =
             std::collections::HashMap::new();
         let mut partial: Vec<u8> = Vec::new();
+        let number = |b: &[u8]| -> Option<f64> { std::str::from_utf8(b).ok()?.parse().ok() };
         while let Some(chunk) = stream.next().await {
             let chunk = chunk.map_err(|e| format!("{shard}: reading the final state: {e}"))?;
             partial.extend_from_slice(&chunk);
@@ -108,7 +114,7 @@ pub async fn final_runs(shard: &str, url: &str) -> Result<Vec<ShardTurbineRuns>,
                 let line = &partial[start..start + nl];
                 start += nl + 1;
                 let mut cols = line.split(|&b| b == b'\t');
-                let (Some(turbine), Some(ts), Some(wrong), None) =
+                let (Some(turbine), Some(ts), Some(value), None) =
                     (cols.next(), cols.next(), cols.next(), cols.next())
                 else {
                     return Err(format!("{shard}: unexpected COPY line"));
@@ -118,23 +124,29 @@ pub async fn final_runs(shard: &str, url: &str) -> Result<Vec<ShardTurbineRuns>,
                     .ok()
                     .and_then(|t| t.parse().ok())
                     .ok_or_else(|| format!("{shard}: unexpected timestamp in COPY"))?;
+                let value =
+                    number(value).ok_or_else(|| format!("{shard}: unexpected value in COPY"))?;
                 if !by_turbine.contains_key(turbine) {
-                    let fresh = ValueCheck {
-                        rows: 0,
-                        wrong: 0,
-                        first_wrong_ts_ms: None,
+                    let fresh = Turbine {
+                        ts: Vec::new(),
+                        values: ValueCheck {
+                            rows: 0,
+                            wrong: 0,
+                            first_wrong_ts_ms: None,
+                        },
+                        number: serial_number(turbine),
                     };
-                    by_turbine.insert(turbine.to_string(), (Vec::new(), fresh));
+                    by_turbine.insert(turbine.to_string(), fresh);
                 }
-                let (all, values) = by_turbine.get_mut(turbine).expect("inserted above");
-                all.push(ts);
-                // `\N`: a turbine name that is no serial, whose value cannot be compared.
-                if wrong != b"\\N" {
-                    values.rows += 1;
-                    if wrong == b"1" {
-                        values.wrong += 1;
-                        values.first_wrong_ts_ms =
-                            Some(values.first_wrong_ts_ms.map_or(ts, |f| f.min(ts)));
+                let t = by_turbine.get_mut(turbine).expect("inserted above");
+                t.ts.push(ts);
+                // A turbine name that is no serial: its values cannot be compared.
+                if let Some(n) = t.number {
+                    t.values.rows += 1;
+                    if value != numbered_reading_value(n, ts) {
+                        t.values.wrong += 1;
+                        t.values.first_wrong_ts_ms =
+                            Some(t.values.first_wrong_ts_ms.map_or(ts, |f| f.min(ts)));
                     }
                 }
             }
@@ -142,7 +154,7 @@ pub async fn final_runs(shard: &str, url: &str) -> Result<Vec<ShardTurbineRuns>,
         }
         let mut out: Vec<ShardTurbineRuns> = by_turbine
             .into_iter()
-            .map(|(turbine, (mut ts, values))| {
+            .map(|(turbine, Turbine { mut ts, values, .. })| {
                 ts.sort_unstable();
                 let mut b = RunBuilder::new();
                 for t in ts {

@@ -117,20 +117,47 @@ pub const SEED_SQL: &str = "insert into readings (turbine_id, ts, value) \
 /// was changed on its way (a copy that altered values or moved rows along the time grid).
 /// Modulo a prime, so a year's readings 2,000 s apart do not all share one value.
 pub fn reading_value(turbine: &str, ts_ms: i64) -> f64 {
-    let n = Farm::number(turbine).unwrap_or(0) as i64;
-    ((n * 7919 + ts_ms.div_euclid(2000)).rem_euclid(997)) as f64 / 10.0
+    numbered_reading_value(Farm::number(turbine).unwrap_or(0) as i64, ts_ms)
 }
 
-/// [`reading_value`] as SQL over a `readings` row: 1 when its value is not its reading's
-/// value, 0 when it is, null for a turbine name that is not a serial (nothing to compare).
-/// The shards compute it in the final read, so the check costs no row on the wire.
-pub const WRONG_VALUE_SQL: &str = "case when turbine_id ~ '^AP-[0-9]{1,9}$' then \
-    (value <> ((substr(turbine_id, 4)::bigint * 7919 \
-      + floor(extract(epoch from ts) * 1000 / 2000)::bigint) % 997) / 10.0)::int end";
+/// The turbine number [`reading_value`] is a function of, for a name that is a serial
+/// (`AP-` and 1 to 9 digits); None for any other name, whose values cannot be compared.
+pub fn serial_number(turbine: &str) -> Option<i64> {
+    let digits = turbine.strip_prefix("AP-")?;
+    let plain = (1..=9).contains(&digits.len()) && digits.bytes().all(|b| b.is_ascii_digit());
+    plain.then(|| digits.parse().ok()).flatten()
+}
+
+/// [`reading_value`] for a turbine already numbered by [`serial_number`]: the final read
+/// compares every row with it, so the name is parsed once per turbine, not once per row.
+pub fn numbered_reading_value(n: i64, ts_ms: i64) -> f64 {
+    ((n * 7919 + ts_ms.div_euclid(2000)).rem_euclid(997)) as f64 / 10.0
+}
 
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn only_a_serial_is_numbered_for_the_value_check() {
+        assert_eq!(serial_number("AP-0002"), Some(2));
+        assert_eq!(serial_number("AP-123456789"), Some(123_456_789));
+        for other in [
+            "AP-",
+            "AP-+5",
+            "AP-1234567890",
+            "AP-12a",
+            "XX-0002",
+            "ap-0002",
+        ] {
+            assert_eq!(serial_number(other), None, "{other}");
+        }
+        let n = serial_number("AP-0161").unwrap();
+        assert_eq!(
+            numbered_reading_value(n, 1_776_000_000_000),
+            reading_value("AP-0161", 1_776_000_000_000)
+        );
+    }
 
     fn ardnave() -> Farm {
         Farm::ardnave_point()
