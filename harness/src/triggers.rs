@@ -56,7 +56,31 @@ pub struct Triggers {
     token: Option<i64>,
     /// Faults whose write came (`inside = "between"`), waiting for that link's commit.
     after_commit: Vec<(usize, String)>,
+    /// Link events of a box that neither held nor had held the claim as last heard, kept
+    /// [`Triggers::early_window_ms`] in case its grant is heard next (below).
+    early: Vec<Early>,
+    /// How long (scenario ms) a link event may precede the hearing of its box's grant.
+    early_window_ms: i64,
 }
+
+/// The grant and a box's first writes reach the harness by two roads: the grant by the lock's
+/// own record (the routing db's NOTIFY, or a lock service's watch), the writes through the
+/// proxy's tap. A box that writes 1 ms after its grant can be heard writing first; its write
+/// was the holder's all the same. So a link event of a box that neither holds nor held the
+/// claim counts at once as what it then seemed, and again, for the triggers that count a
+/// holder's events and did not count it, once that box's grant is heard within the window.
+#[derive(Debug, Clone)]
+struct Early {
+    on: Event,
+    who: String,
+    shard: String,
+    link: String,
+    now_ms: i64,
+}
+
+/// The window in real ms: a NOTIFY or a watch event is heard within a few ms of its commit
+/// on a busy 2-core machine; a box granted again within it after a stale write is rarer.
+const EARLY_WINDOW_REAL_MS: f64 = 100.0;
 
 impl Triggers {
     /// The scenario's triggered faults (none: nothing to watch).
@@ -79,6 +103,8 @@ impl Triggers {
             .collect();
         Triggers {
             armed,
+            early_window_ms: (EARLY_WINDOW_REAL_MS * 1000.0 / scenario.file.time_scale_ms).round()
+                as i64,
             ..Default::default()
         }
     }
@@ -103,7 +129,9 @@ impl Triggers {
                 self.last = Some(h.to_string());
                 self.holder = Some(h.to_string());
                 self.token = Some(token);
-                Event::Grant
+                let mut out = self.event(Event::Grant, h, now_ms);
+                out.extend(self.recount_early(h, now_ms));
+                return out;
             }
             Some(_) => Event::Renew,
             None => {
@@ -117,7 +145,7 @@ impl Triggers {
 
     /// One claim event (grant, renew) by box `who` at `now_ms`.
     pub fn event(&mut self, on: Event, who: &str, now_ms: i64) -> Vec<Firing> {
-        self.count(on, who, None, now_ms)
+        self.count(on, who, None, now_ms, |_| true)
     }
 
     /// What a box-to-shard link's server said (`link` is `box-2->shard1`).
@@ -147,21 +175,54 @@ impl Triggers {
                 out.push(self.firing(i, who));
             }
         }
-        out.extend(self.count(on, who, Some((shard, link)), now_ms));
+        let (holder, previous) = (self.holder.as_deref(), self.previous.as_deref());
+        if holder != Some(who) && previous != Some(who) && self.early_window_ms > 0 {
+            self.early
+                .retain(|e| now_ms - e.now_ms <= self.early_window_ms);
+            self.early.push(Early {
+                on,
+                who: who.to_string(),
+                shard: shard.to_string(),
+                link: link.to_string(),
+                now_ms,
+            });
+        }
+        out.extend(self.count(on, who, Some((shard, link)), now_ms, |_| true));
         out
     }
 
+    /// `who`'s grant is heard at `now_ms`: its link events heard just before count now for
+    /// the triggers that count a holder's events (they counted before as a stranger's, so
+    /// only for a trigger by any box or by its name; neither counts them twice).
+    fn recount_early(&mut self, who: &str, now_ms: i64) -> Vec<Firing> {
+        let window = self.early_window_ms;
+        let (mine, rest): (Vec<Early>, Vec<Early>) = std::mem::take(&mut self.early)
+            .into_iter()
+            .partition(|e| e.who == who);
+        self.early = rest;
+        let mut out = Vec::new();
+        for e in mine.into_iter().filter(|e| now_ms - e.now_ms <= window) {
+            let link = Some((e.shard.as_str(), e.link.as_str()));
+            let holders_only = |t: &Trigger| t.by == chaos_nemesis::Who::Holder;
+            out.extend(self.count(e.on, &e.who, link, e.now_ms, holders_only));
+        }
+        out
+    }
+
+    /// Count one event for the armed triggers that `only` keeps.
     fn count(
         &mut self,
         on: Event,
         who: &str,
         link: Option<(&str, &str)>,
         now_ms: i64,
+        only: impl Fn(&Trigger) -> bool,
     ) -> Vec<Firing> {
         let (holder, previous) = (self.holder.clone(), self.previous.clone());
         let mut due = Vec::new();
         for (i, a) in self.armed.iter_mut().enumerate().filter(|(_, a)| !a.fired) {
             if a.when.on != on
+                || !only(&a.when)
                 || now_ms < a.fault.at_ms
                 || !a.when.counts(who, holder.as_deref(), previous.as_deref())
                 || a.when
@@ -687,6 +748,50 @@ mod tests {
         assert_eq!(
             t.unfired(),
             vec![(1, "the 1st grant by box-9".to_string(), false)]
+        );
+    }
+
+    /// A box's first write heard before its grant (two roads, two delays) is the holder's all
+    /// the same: the 2nd write by holder fires on box-1's 2nd write, not its 3rd; a trigger by
+    /// any box counts the early write once; a stale write long before a grant stays a stranger's.
+    #[test]
+    fn a_write_heard_just_before_its_box_s_grant_counts_as_the_holder_s() {
+        let write = WireEvent::Write {
+            tag: "UPDATE".into(),
+            rows: 1,
+            in_txn: false,
+        };
+        let mut t = Triggers {
+            armed: vec![
+                armed(0, "holder", when(Event::Write, Who::Holder, 2)),
+                armed(1, "holder", when(Event::Write, Who::Any, 3)),
+            ],
+            early_window_ms: 10_000,
+            ..Default::default()
+        };
+        assert!(t.link_event("box-1->shard1", &write, 100).is_empty());
+        assert!(
+            t.claim_changed(Some("box-1"), 7, 150).is_empty(),
+            "1 write counted"
+        );
+        let f = t.link_event("box-1->shard1", &write, 200);
+        assert_eq!(f.len(), 1, "the 2nd write by holder");
+        assert_eq!((f[0].index, f[0].kind.target()), (0, "box-1"));
+        let f = t.link_event("box-1->shard1", &write, 300);
+        assert_eq!(
+            f[0].index, 1,
+            "the 3rd write by any box, the early one counted once"
+        );
+
+        let mut t = Triggers {
+            armed: vec![armed(0, "holder", when(Event::Write, Who::Holder, 1))],
+            early_window_ms: 10_000,
+            ..Default::default()
+        };
+        t.link_event("box-3->shard1", &write, 100);
+        assert!(
+            t.claim_changed(Some("box-3"), 9, 20_200).is_empty(),
+            "a write 20 s before the grant was not the grant's"
         );
     }
 

@@ -291,7 +291,7 @@ fn a_bad_scenario_file_is_refused_before_anything_starts() {
     assert!(String::from_utf8_lossy(&missing.stderr).contains("chaos list"));
 }
 
-/// The final read compares every row with its reading's value on the shard (issue #14:
+/// The final read compares every row with its reading's value (issue #14:
 /// values, not only keys): the seeding (SQL) and the ingest (Rust) agree on the value, and a
 /// changed value or a row moved along the time grid is counted as wrong.
 #[tokio::test(flavor = "multi_thread")]
