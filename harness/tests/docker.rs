@@ -396,12 +396,13 @@ fn gc_pause_on_etcd_in_a_container_gives_the_process_backend_s_verdicts() {
     assert!(o.classes().iter().any(|c| c == "stale-write-refused"));
 }
 
-/// A short scenario that pauses `lock` for 10 s, then kills it and starts it again 10 s later.
+/// A short scenario that pauses `lock` for 5 s, then kills it and starts it again 5 s later (30
+/// scenario s, 3 real s, before the end: a ZooKeeper JVM's start in its container fits).
 const LOCK_FAULTS: &str = r#"
 name = "lock-faults"
 description = "the lock service's server paused, then killed and started again"
 start = "12:00:00"
-end = "12:01:40"
+end = "12:00:55"
 date = "2026-04-13"
 time_scale_ms = 100
 seed = 7
@@ -433,14 +434,14 @@ on_lost = "tidy-up"
 election = "lease"
 
 [[fault]]
-at = "12:00:30"
-for_s = 10
+at = "12:00:10"
+for_s = 5
 kind = "pause"
 target = "lock"
 
 [[fault]]
-at = "12:01:00"
-for_s = 10
+at = "12:00:20"
+for_s = 5
 kind = "kill"
 target = "lock"
 "#;
