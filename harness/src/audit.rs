@@ -105,7 +105,7 @@ pub async fn final_runs(shard: &str, url: &str) -> Result<Vec<ShardTurbineRuns>,
         let mut by_turbine: std::collections::HashMap<String, Turbine> =
             std::collections::HashMap::new();
         let mut partial: Vec<u8> = Vec::new();
-        let number = |b: &[u8]| -> Option<f64> { std::str::from_utf8(b).ok()?.parse().ok() };
+        let float = |b: &[u8]| -> Option<f64> { std::str::from_utf8(b).ok()?.parse().ok() };
         while let Some(chunk) = stream.next().await {
             let chunk = chunk.map_err(|e| format!("{shard}: reading the final state: {e}"))?;
             partial.extend_from_slice(&chunk);
@@ -125,7 +125,7 @@ pub async fn final_runs(shard: &str, url: &str) -> Result<Vec<ShardTurbineRuns>,
                     .and_then(|t| t.parse().ok())
                     .ok_or_else(|| format!("{shard}: unexpected timestamp in COPY"))?;
                 let value =
-                    number(value).ok_or_else(|| format!("{shard}: unexpected value in COPY"))?;
+                    float(value).ok_or_else(|| format!("{shard}: unexpected value in COPY"))?;
                 if !by_turbine.contains_key(turbine) {
                     let fresh = Turbine {
                         ts: Vec::new(),

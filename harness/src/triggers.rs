@@ -191,9 +191,9 @@ impl Triggers {
         out
     }
 
-    /// `who`'s grant is heard at `now_ms`: its link events heard just before count now for
-    /// the triggers that count a holder's events (they counted before as a stranger's, so
-    /// only for a trigger by any box or by its name; neither counts them twice).
+    /// `who`'s grant is heard at `now_ms`: its link events heard within the window before it
+    /// count now for the triggers `by = "holder"`, the only ones that did not count them
+    /// when they came (`any` and the box's name did; `previous-holder` is another box).
     fn recount_early(&mut self, who: &str, now_ms: i64) -> Vec<Firing> {
         let window = self.early_window_ms;
         let (mine, rest): (Vec<Early>, Vec<Early>) = std::mem::take(&mut self.early)
