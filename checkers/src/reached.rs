@@ -150,9 +150,18 @@ struct Window {
     to: i64,
 }
 
-const SIGNALS: [&str; 4] = ["pause", "stop", "crash", "kill"];
+/// The faults that keep a box (or a lock's server) from acting: stopped, or starved of its
+/// CPU, or its commits held.
+const SIGNALS: [&str; 6] = ["pause", "stop", "crash", "kill", "cpu", "stall"];
 const CUTS: [&str; 3] = ["down", "timeout", "reset_peer"];
-const HEALS: [&str; 4] = ["resume", "start", "start-mover", "heal"];
+const HEALS: [&str; 6] = [
+    "resume",
+    "start",
+    "start-mover",
+    "heal",
+    "cpu-restore",
+    "unstall",
+];
 
 /// The faults that took (an `ok`, or an `info` that names no error), each target's window from
 /// its start to its heal (the run's end when never healed).
@@ -430,6 +439,8 @@ fn past(verb: &str) -> &str {
         "stop" => "stopped",
         "crash" => "crashed",
         "kill" => "killed",
+        "cpu" => "starved of CPU",
+        "stall" => "stalled (its commits held)",
         other => other,
     }
 }

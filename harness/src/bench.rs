@@ -1,4 +1,4 @@
-//! `chaos bench`: figures, not timed tests: cluster start and stop, proxy overhead and latency precision, checker throughput, what the shard audit triggers cost the ingest, how soon a lock grant is observed (`bench_lock.rs`). Medians and ratios from one run.
+//! `chaos bench`: figures, not timed tests: cluster start and stop, proxy overhead and latency precision, checker throughput, what the shard audit triggers cost the ingest, how soon a lock grant is observed (`bench_lock.rs`), how late each fault kind lands (`bench_faults.rs`). Medians and ratios from one run.
 
 use crate::backend::{process::ProcessCluster, ClusterSpec};
 use chaos_history::{HistoryWriter, ScenarioClock};
@@ -12,8 +12,8 @@ use std::time::{Duration, Instant, SystemTime, UNIX_EPOCH};
 
 #[derive(clap::Args, Debug)]
 pub struct BenchArgs {
-    /// What to measure: cluster, proxy, checker, audit (the shard audit triggers' cost to the ingest), lock (a grant's commit to the observer's report, etcd and advisory), check (`chaos check DIR` on a synthetic run written to disk; not in all) or all.
-    #[arg(long, default_value = "all", value_parser = ["cluster", "proxy", "checker", "audit", "lock", "check", "all"])]
+    /// What to measure: cluster, proxy, checker, audit (the shard audit triggers' cost to the ingest), lock (a grant's commit to the observer's report, etcd and advisory), faults (how late each fault kind lands in a real run), check (`chaos check DIR` on a synthetic run written to disk; not in all) or all.
+    #[arg(long, default_value = "all", value_parser = ["cluster", "proxy", "checker", "audit", "lock", "faults", "check", "all"])]
     what: String,
     /// Repetitions (the median is reported) [default: 5; check: 1; lock: 200 grants per service]; for audit, rounds, each measuring with and without the triggers [default: 12].
     #[arg(long, alias = "rounds", value_parser = crate::values::count_usize, allow_hyphen_values = true)]
@@ -28,7 +28,7 @@ pub struct BenchArgs {
     #[arg(long, default_value_t = 50_000, value_parser = crate::values::count, allow_hyphen_values = true)]
     rows: u64,
     /// cluster: which backend's start to measure (docker: routing + 3 shards + the proxy
-    /// container, each answering).
+    /// container, each answering); faults: which backend's runs.
     #[arg(long, value_enum, default_value = "process")]
     backend: crate::backend::BackendKind,
     /// proxy: also run the Postgres round trips through the Toxiproxy server at HOST:PORT.
@@ -136,6 +136,7 @@ async fn measure(a: BenchArgs, say: &mut impl FnMut(String)) -> anyhow::Result<(
         let lines = crate::bench_lock::lock_bench(a.repeat.unwrap_or(200).max(1)).await?;
         lines.into_iter().for_each(&mut *say);
     }
+    crate::bench_faults::when_asked(&a.what, a.repeat, a.backend, say).await?;
     if a.what == "audit" || a.what == "all" {
         let rounds = a.repeat.unwrap_or(12).max(1);
         let figures = audit_bench(a.rows.max(1), rounds).await?;

@@ -3,12 +3,14 @@
 pub mod audit;
 pub mod backend;
 pub mod bench;
+pub mod bench_faults;
 pub mod bench_lock;
 pub mod bench_proxy;
 pub mod check;
 pub mod db;
 pub mod designs;
 pub mod failover;
+pub mod faketime;
 pub mod faults;
 pub mod install;
 pub mod link_events;

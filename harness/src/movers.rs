@@ -375,6 +375,12 @@ impl Movers {
             .map_err(|e| anyhow::anyhow!("{box_name}: {e}"))
     }
 
+    /// What a cpu fault on `box_name` lands on, while it runs (None: not a running box).
+    pub fn cpu_target(&self, box_name: &str) -> Option<crate::backend::CpuTarget> {
+        let s = self.running_now.lock().unwrap().get(box_name).cloned()?;
+        Some(s.cpu_target())
+    }
+
     /// Kill every mover still running and wait for the readers to finish (bounded).
     pub async fn stop_all(&self) {
         self.stopping.store(true, Ordering::SeqCst);

@@ -203,6 +203,8 @@ pub struct PgNode {
     child: Option<Child>,
     /// How long the last start took until it accepted connections.
     pub last_start: Duration,
+    /// Extra environment for the server (libfaketime for a clocked node).
+    pub env: Vec<(String, String)>,
 }
 
 impl PgNode {
@@ -239,6 +241,7 @@ impl PgNode {
             install: install.clone(),
             child: None,
             last_start: Duration::ZERO,
+            env: vec![],
         })
     }
 
@@ -269,6 +272,7 @@ impl PgNode {
         for setting in server_settings(&self.name, self.port, "127.0.0.1") {
             cmd.arg("-c").arg(setting);
         }
+        cmd.envs(self.env.iter().map(|(k, v)| (k.as_str(), v.as_str())));
         cmd.stdin(Stdio::null()).stdout(log).stderr(log2);
         crate::procs::die_with_parent(&mut cmd);
         let child = cmd

@@ -120,6 +120,7 @@ impl Testbed {
             log_dir: o.log_dir.clone(),
             run_id: o.run_id.clone(),
         };
+        crate::faults::clock::prepare_nodes(scenario, &o.log_dir)?;
         let began = Instant::now();
         let cluster = Cluster::start(o.backend, &spec).await?;
         let mut lock =

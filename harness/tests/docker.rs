@@ -1,4 +1,4 @@
-//! The docker backend end to end: April (lease only, then fenced), gc-pause and the generated schedule (their link triggers read through the proxy container) in containers, with the process backend's verdicts, the GC pause with the lease in etcd, Redis and ZooKeeper in containers (ZooKeeper fenced on an ensemble of three), redis-failover with the replica in a container of its own, a pause and a kill of the lock's server in its container, etcd-leader on three etcd members in containers, and `chaos down --all` after a harness killed mid-run.
+//! The docker backend end to end: April (lease only, then fenced), gc-pause and the generated schedule (their link triggers read through the proxy container) in containers, with the process backend's verdicts, the GC pause with the lease in etcd, Redis and ZooKeeper in containers (ZooKeeper fenced on an ensemble of three), redis-failover with the replica in a container of its own, a pause and a kill of the lock's server in its container, etcd-leader on three etcd members in containers, issue 37's starved holder, fast lock clock and stalled shard in containers, and `chaos down --all` after a harness killed mid-run.
 //!
 //! Needs a Docker engine; where none answers, each test prints one SKIP line and returns (the only
 //! skip). Images are built first when missing (scripts/build-images: about 4 minutes the first
@@ -581,4 +581,32 @@ fn down_all_removes_what_a_killed_harness_left() {
         "killed a run with {} container(s) up; chaos down --all left none",
         before.len()
     );
+}
+
+/// Issue 37's faults in containers, lease only then fenced, with the process backend's
+/// verdicts: the starved holder (the mover container's own cgroup, or its quota through the
+/// engine), the lock's clock running fast (libfaketime preloaded into the routing container's
+/// postgres) and a shard's stalled commits.
+#[test]
+fn production_faults_in_containers_give_the_process_backend_s_verdicts() {
+    use crate::production_faults as p;
+    let _one = ONE_AT_A_TIME.lock().unwrap_or_else(|e| e.into_inner());
+    type Check = fn(&Outcome);
+    let cases: [(&str, &str, Check); 3] = [
+        ("cpu-starved", "holder-stopped-past-lease", p::starved),
+        ("clock-fast-lock", "two-holders", p::clock_ran_fast),
+        ("stall-shard", "two-holders", p::shard_stalled),
+    ];
+    for (scenario, moment, check) in cases {
+        let Some((o, _)) = on_docker(scenario, &[], "invalid") else {
+            return;
+        };
+        check(&o);
+        p::loses_rows(&o, moment);
+        let Some((o, _)) = on_docker(scenario, &["--fencing", "on"], "valid") else {
+            return;
+        };
+        check(&o);
+        p::fenced_refuses(&o, moment);
+    }
 }

@@ -25,6 +25,7 @@ mod lock_services;
 mod lock_zookeeper;
 mod nightly;
 mod process_backend;
+mod production_faults;
 mod report_browser;
 mod run_ends;
 mod setup_mistakes;

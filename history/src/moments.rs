@@ -7,7 +7,7 @@ use serde::{Deserialize, Serialize};
 #[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord, Hash, Serialize, Deserialize)]
 #[serde(rename_all = "kebab-case")]
 pub enum Moment {
-    /// A holder stopped (paused, stopped, killed, crashed) or cut off from the lock while its
+    /// A holder stopped (paused, stopped, killed, crashed, starved of CPU) or cut off from the lock while its
     /// lease ran out.
     HolderStoppedPastLease,
     /// A holder wrote (or tried to: a refused write counts) after its lease expired.

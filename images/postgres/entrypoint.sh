@@ -42,8 +42,10 @@ trap 'crashes=$((crashes + 1))' USR2
 trap 'starts=$((starts + 1))' HUP
 trap 'exits=$((exits + 1))' INT TERM
 pg=
+# CHAOS_LD_PRELOAD (libfaketime for a clock fault) preloads postgres alone: preloaded into this
+# script as root, libfaketime's shared semaphore would be root's, and postgres could not open it.
 start_pg() {
-    postgres -D "$PGDATA" -c listen_addresses='*' -c port=5432 "$@" &
+    LD_PRELOAD="${CHAOS_LD_PRELOAD:-}" postgres -D "$PGDATA" -c listen_addresses='*' -c port=5432 "$@" &
     pg=$!
 }
 stop_pg() { # signal, what

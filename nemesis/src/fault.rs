@@ -44,6 +44,12 @@ pub enum FaultKind {
     Stop { target: String },
     /// Immediate-mode stop (no checkpoint; recovery on start).
     Crash { target: String },
+    /// A box's or node's CPU starved to `share` of one CPU (0.05: five ms in every hundred),
+    /// as under a noisy neighbour: the process runs, slowly. Restored at the end.
+    Cpu { target: String, share: f64 },
+    /// A Postgres node's commits held: it accepts work, but no commit returns until the end,
+    /// as under a saturated disk (reads answer).
+    Stall { target: String },
     Latency {
         link: String,
         latency_ms: i64,
@@ -76,11 +82,24 @@ pub enum FaultKind {
         #[serde(default)]
         stream: Stream,
     },
-    /// Offset a mover's clock (libfaketime) by `offset_ms`.
-    Clock { target: String, offset_ms: i64 },
+    /// A box's or a node's wall clock (libfaketime; never its monotonic clock): moved by
+    /// `offset_ms`; with `rate`, running that many times as fast from the fault's start (0.95:
+    /// 5% slow); with `strobe_ms`, jumping between the offset and none every `strobe_ms` (for
+    /// `strobe_for_s`, else the whole fault). Scenario ms, like every duration.
+    Clock {
+        target: String,
+        #[serde(default)]
+        offset_ms: i64,
+        #[serde(default, skip_serializing_if = "Option::is_none")]
+        rate: Option<f64>,
+        #[serde(default, skip_serializing_if = "Option::is_none")]
+        strobe_ms: Option<i64>,
+        #[serde(default, skip_serializing_if = "Option::is_none")]
+        strobe_for_s: Option<f64>,
+    },
 }
 
-/// The four fault families: each is applied in one place by the harness (`faults/`), with
+/// The six fault families: each is applied in one place by the harness (`faults/`), with
 /// the same small interface (how early its work begins, apply, heal).
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub enum Family {
@@ -91,8 +110,32 @@ pub enum Family {
     /// A toxic or a cut on a link, through the proxy: latency, bandwidth, down, timeout,
     /// reset_peer, each healed by `heal`.
     Link,
-    /// A box's wall clock (libfaketime): clock/clock-reset.
+    /// A box's or node's wall clock (libfaketime): clock/clock-reset.
     Clock,
+    /// A box's or node's CPU share (cgroups; docker: the container's quota): cpu/cpu-restore.
+    Cpu,
+    /// A Postgres node's commits held: stall/unstall.
+    Stall,
+}
+
+/// Where each kind keeps what it names (one list for `target` and `target_mut`).
+macro_rules! target_of {
+    ($kind:expr) => {
+        match $kind {
+            FaultKind::Pause { target, .. }
+            | FaultKind::Kill { target }
+            | FaultKind::Stop { target }
+            | FaultKind::Crash { target }
+            | FaultKind::Cpu { target, .. }
+            | FaultKind::Stall { target }
+            | FaultKind::Clock { target, .. } => target,
+            FaultKind::Latency { link, .. }
+            | FaultKind::Bandwidth { link, .. }
+            | FaultKind::Down { link }
+            | FaultKind::Timeout { link, .. }
+            | FaultKind::ResetPeer { link, .. } => link,
+        }
+    };
 }
 
 impl FaultKind {
@@ -102,6 +145,8 @@ impl FaultKind {
             FaultKind::Pause { .. } | FaultKind::Kill { .. } => Family::Signal,
             FaultKind::Stop { .. } | FaultKind::Crash { .. } => Family::Database,
             FaultKind::Clock { .. } => Family::Clock,
+            FaultKind::Cpu { .. } => Family::Cpu,
+            FaultKind::Stall { .. } => Family::Stall,
             FaultKind::Latency { .. }
             | FaultKind::Bandwidth { .. }
             | FaultKind::Down { .. }
@@ -123,6 +168,8 @@ impl FaultKind {
             FaultKind::Timeout { .. } => "timeout",
             FaultKind::ResetPeer { .. } => "reset_peer",
             FaultKind::Clock { .. } => "clock",
+            FaultKind::Cpu { .. } => "cpu",
+            FaultKind::Stall { .. } => "stall",
         }
     }
 
@@ -133,24 +180,20 @@ impl FaultKind {
             FaultKind::Kill { .. } => "start-mover",
             FaultKind::Stop { .. } | FaultKind::Crash { .. } => "start",
             FaultKind::Clock { .. } => "clock-reset",
+            FaultKind::Cpu { .. } => "cpu-restore",
+            FaultKind::Stall { .. } => "unstall",
             _ => "heal",
         }
     }
 
     /// The node, box or link pattern it names.
     pub fn target(&self) -> &str {
-        match self {
-            FaultKind::Pause { target, .. }
-            | FaultKind::Kill { target }
-            | FaultKind::Stop { target }
-            | FaultKind::Crash { target }
-            | FaultKind::Clock { target, .. } => target,
-            FaultKind::Latency { link, .. }
-            | FaultKind::Bandwidth { link, .. }
-            | FaultKind::Down { link }
-            | FaultKind::Timeout { link, .. }
-            | FaultKind::ResetPeer { link, .. } => link,
-        }
+        target_of!(self)
+    }
+
+    /// The node, box or link pattern it names, to change (a role resolved, an alias named).
+    pub fn target_mut(&mut self) -> &mut String {
+        target_of!(self)
     }
 
     /// The role it targets, resolved when its trigger fires: a box fault on `holder` or
@@ -159,6 +202,7 @@ impl FaultKind {
         let who = match self {
             FaultKind::Pause { target, .. }
             | FaultKind::Kill { target }
+            | FaultKind::Cpu { target, .. }
             | FaultKind::Clock { target, .. } => target.as_str(),
             k if k.is_link_fault() => Link::parse(k.target()).map_or("", |l| l.client),
             _ => return None,
@@ -172,6 +216,7 @@ impl FaultKind {
         match &mut kind {
             FaultKind::Pause { target, .. }
             | FaultKind::Kill { target }
+            | FaultKind::Cpu { target, .. }
             | FaultKind::Clock { target, .. } => *target = b.to_string(),
             FaultKind::Latency { link, .. }
             | FaultKind::Bandwidth { link, .. }
@@ -182,7 +227,7 @@ impl FaultKind {
                     *link = Link::name(b, l.node);
                 }
             }
-            FaultKind::Stop { .. } | FaultKind::Crash { .. } => {}
+            FaultKind::Stop { .. } | FaultKind::Crash { .. } | FaultKind::Stall { .. } => {}
         }
         kind
     }
@@ -210,6 +255,8 @@ pub const VERB_PAIRS: &[(&str, &str)] = &[
     ("timeout", "heal"),
     ("reset_peer", "heal"),
     ("clock", "clock-reset"),
+    ("cpu", "cpu-restore"),
+    ("stall", "unstall"),
 ];
 
 /// The verb that closes a window `verb` opens (None: `verb` opens none).
@@ -299,7 +346,15 @@ mod tests {
             FaultKind::Clock {
                 target: "b".into(),
                 offset_ms: 1,
+                rate: None,
+                strobe_ms: None,
+                strobe_for_s: None,
             },
+            FaultKind::Cpu {
+                target: "b".into(),
+                share: 0.05,
+            },
+            FaultKind::Stall { target: "n".into() },
         ];
         for k in &kinds {
             assert_eq!(closing_verb(k.verb()), Some(k.heal_verb()), "{k:?}");

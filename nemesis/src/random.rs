@@ -56,7 +56,8 @@ pub enum TargetSpread {
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
 #[serde(deny_unknown_fields)]
 pub struct RandomProfile {
-    /// Fault kinds to draw from: pause, kill, stop, crash, latency, bandwidth, down, timeout, reset_peer.
+    /// Fault kinds to draw from: pause, kill, stop, crash, latency, bandwidth, down, timeout,
+    /// reset_peer, cpu (a box or node starved to 2-25% of a CPU), stall (a node's commits).
     pub faults: Vec<String>,
     #[serde(default)]
     pub targets: TargetSpread,
@@ -73,7 +74,7 @@ pub struct RandomProfile {
     #[serde(default)]
     pub restart_min_ms: Option<i64>,
     /// Faults on whoever holds the claim at one of its shard writes (a triggered fault each):
-    /// a pause or kill (as `faults` allows; a pause if it allows neither) at its n-th write,
+    /// a pause, kill or starved CPU (as `faults` allows; a pause if it allows none) at its n-th write,
     /// n drawn from `holder_write`, inside the write's transaction or right after its commit.
     #[serde(default)]
     pub holder_faults: u32,
@@ -185,41 +186,19 @@ pub fn generate(
         let pool: Vec<String> = match kind.as_str() {
             "pause" | "kill" => topology.boxes.clone(),
             "stop" | "crash" => topology.nodes.clone(),
+            // A lock service's members are not Postgres: no stall, no cpu there.
+            "stall" => postgres_nodes(topology).collect(),
+            "cpu" => topology
+                .boxes
+                .iter()
+                .cloned()
+                .chain(postgres_nodes(topology))
+                .collect(),
             _ => topology.links(),
         };
         for target in choose(&mut rng, &pool, spread) {
             let latency = rng.range(profile.latency_ms[0], profile.latency_ms[1]);
-            let fk = match kind.as_str() {
-                "pause" => FaultKind::Pause {
-                    target,
-                    freezer: false,
-                },
-                "kill" => FaultKind::Kill { target },
-                "stop" => FaultKind::Stop { target },
-                "crash" => FaultKind::Crash { target },
-                "latency" => FaultKind::Latency {
-                    link: target,
-                    latency_ms: latency,
-                    jitter_ms: latency / 4,
-                    stream: Stream::Downstream,
-                },
-                "bandwidth" => FaultKind::Bandwidth {
-                    link: target,
-                    rate_kb: rng.range(16, 1024),
-                    stream: Stream::Downstream,
-                },
-                "down" => FaultKind::Down { link: target },
-                "timeout" => FaultKind::Timeout {
-                    link: target,
-                    timeout_ms: 0,
-                    stream: Stream::Downstream,
-                },
-                _ => FaultKind::ResetPeer {
-                    link: target,
-                    timeout_ms: 0,
-                    stream: Stream::Downstream,
-                },
-            };
+            let fk = drawn_kind(&kind, target, latency, &mut rng);
             faults.push(
                 Fault::at(t, Some(duration), fk).with_note(format!("generated from seed {seed}")),
             );
@@ -231,6 +210,60 @@ pub fn generate(
     }
     faults.extend(triggered(restart_min)?);
     Ok(faults)
+}
+
+/// The nodes that are Postgres servers.
+fn postgres_nodes(topology: &Topology) -> impl Iterator<Item = String> + '_ {
+    topology
+        .nodes
+        .iter()
+        .filter(|n| !topology.members.contains(n))
+        .cloned()
+}
+
+/// A drawn fault of `kind` on `target` (a link for the link kinds), `latency` drawn already.
+fn drawn_kind(kind: &str, target: String, latency: i64, rng: &mut Rng) -> FaultKind {
+    match kind {
+        "pause" => FaultKind::Pause {
+            target,
+            freezer: false,
+        },
+        "kill" => FaultKind::Kill { target },
+        "stop" => FaultKind::Stop { target },
+        "crash" => FaultKind::Crash { target },
+        "cpu" => FaultKind::Cpu {
+            target,
+            share: starved_share(rng),
+        },
+        "stall" => FaultKind::Stall { target },
+        "latency" => FaultKind::Latency {
+            link: target,
+            latency_ms: latency,
+            jitter_ms: latency / 4,
+            stream: Stream::Downstream,
+        },
+        "bandwidth" => FaultKind::Bandwidth {
+            link: target,
+            rate_kb: rng.range(16, 1024),
+            stream: Stream::Downstream,
+        },
+        "down" => FaultKind::Down { link: target },
+        "timeout" => FaultKind::Timeout {
+            link: target,
+            timeout_ms: 0,
+            stream: Stream::Downstream,
+        },
+        _ => FaultKind::ResetPeer {
+            link: target,
+            timeout_ms: 0,
+            stream: Stream::Downstream,
+        },
+    }
+}
+
+/// A starved CPU's share: 2% to 25% of one CPU, in whole percents.
+fn starved_share(rng: &mut Rng) -> f64 {
+    rng.range(2, 25) as f64 / 100.0
 }
 
 /// The profile's faults on the holder, from a generator of their own (a seed's clock-timed
@@ -249,7 +282,7 @@ fn holder_faults(
         ));
     }
     let mut rng = Rng::new(seed ^ 0x686f_6c64_6572);
-    let kinds: Vec<&str> = ["pause", "kill"]
+    let kinds: Vec<&str> = ["pause", "kill", "cpu"]
         .into_iter()
         .filter(|k| profile.faults.iter().any(|f| f == k))
         .collect();
@@ -283,6 +316,11 @@ fn holder_faults(
         let fk = if kind == "kill" {
             duration = duration.max(restart_min);
             FaultKind::Kill { target }
+        } else if kind == "cpu" {
+            FaultKind::Cpu {
+                target,
+                share: starved_share(&mut rng),
+            }
         } else {
             FaultKind::Pause {
                 target,
@@ -535,5 +573,41 @@ mod tests {
         assert!(generate(1, &p, &Topology::new(4, 3), 0, 10, 0, 0)
             .unwrap_err()
             .contains("meteor"));
+    }
+
+    #[test]
+    fn starved_cpus_and_stalled_commits_are_drawn_and_validate() {
+        let t = Topology::new(4, 3);
+        let mut p = profile();
+        p.faults = vec!["cpu".into(), "stall".into()];
+        p.holder_faults = 4;
+        let all = generate(11, &p, &t, 0, 3_600_000, 0, 10_000).unwrap();
+        let (mut cpus, mut stalls, mut held) = (0, 0, 0);
+        for f in &all {
+            match &f.kind {
+                FaultKind::Cpu { target, share } => {
+                    assert!((0.02..=0.25).contains(share), "{share}");
+                    match f.when {
+                        Some(_) => {
+                            assert_eq!(target, "holder");
+                            held += 1;
+                        }
+                        None => cpus += 1,
+                    }
+                }
+                FaultKind::Stall { target } => {
+                    assert!(t.nodes.contains(target), "{target}");
+                    stalls += 1;
+                }
+                k => assert!(matches!(k, FaultKind::Pause { .. }), "{k:?}"),
+            }
+        }
+        assert!(cpus > 0 && stalls > 0 && held > 0, "{cpus} {stalls} {held}");
+        crate::expand(&all, &t, 0, 3_600_000, |ms| ms.to_string()).unwrap();
+        // Without cpu, the holder's faults draw what they drew before.
+        let before = generate(11, &profile(), &t, 0, 3_600_000, 0, 10_000).unwrap();
+        assert!(before
+            .iter()
+            .all(|f| !matches!(f.kind, FaultKind::Cpu { .. })));
     }
 }

@@ -157,12 +157,8 @@ fn validate(index: usize, fault: &Fault, topology: &Topology) -> Result<Vec<Stri
             return Err(negative("duration", d));
         }
     }
-    let unknown = |what: &'static str, name: &str, known: &[String]| NemesisError::UnknownTarget {
-        index,
-        kind: kind.clone(),
-        what,
-        name: name.to_string(),
-        known: known.join(", "),
+    let unknown = |what: &'static str, name: &str, known: &[String]| {
+        unknown_target(index, &kind, what, name, known)
     };
     // A role is resolved when the trigger fires (only a triggered fault has a moment).
     let role = fault.kind.role();
@@ -193,10 +189,8 @@ fn validate(index: usize, fault: &Fault, topology: &Topology) -> Result<Vec<Stri
             }
             Ok(vec![])
         }
-        FaultKind::Clock { target, .. } => {
-            if role.is_none() && !topology.boxes.contains(target) {
-                return Err(unknown("box", target, &topology.boxes));
-            }
+        k @ (FaultKind::Clock { .. } | FaultKind::Cpu { .. } | FaultKind::Stall { .. }) => {
+            on_box_or_node(index, k, role, topology)?;
             Ok(vec![])
         }
         FaultKind::Stop { target } | FaultKind::Crash { target } => {
@@ -260,6 +254,147 @@ fn validate(index: usize, fault: &Fault, topology: &Topology) -> Result<Vec<Stri
             Ok(if role.is_some() { vec![] } else { links })
         }
     }
+}
+
+/// A clock, cpu or stall fault: on a box or a Postgres node (a stall on a node only), with
+/// its own fields' checks.
+fn on_box_or_node(
+    index: usize,
+    fault: &FaultKind,
+    role: Option<&str>,
+    topology: &Topology,
+) -> Result<(), NemesisError> {
+    let kind = fault.verb().to_string();
+    let unknown = |what: &'static str, name: &str, known: &[String]| {
+        unknown_target(index, &kind, what, name, known)
+    };
+    match fault {
+        FaultKind::Clock {
+            target,
+            offset_ms,
+            rate,
+            strobe_ms,
+            strobe_for_s,
+        } => {
+            box_or_node(target, role, topology).map_err(|k| unknown("box or node", target, &k))?;
+            validate_clock(*offset_ms, *rate, *strobe_ms, *strobe_for_s).map_err(|detail| {
+                NemesisError::Invalid {
+                    index,
+                    kind: kind.clone(),
+                    detail,
+                }
+            })?;
+            Ok(())
+        }
+        FaultKind::Cpu { target, share } => {
+            box_or_node(target, role, topology).map_err(|k| unknown("box or node", target, &k))?;
+            if !(share.is_finite() && *share > 0.0 && *share <= 64.0) {
+                return Err(NemesisError::Invalid {
+                    index,
+                    kind: kind.clone(),
+                    detail: format!(
+                        "share is a part of one CPU, more than 0 (0.05: five ms in a hundred; got {share})"
+                    ),
+                });
+            }
+            Ok(())
+        }
+        FaultKind::Stall { target } => {
+            let nodes = postgres_nodes(topology);
+            if !nodes.contains(target) {
+                let detail = if topology.members.contains(target) {
+                    format!("{target} is a lock service's member; stall holds a Postgres node's commits (nodes: {})", nodes.join(", "))
+                } else {
+                    return Err(unknown("node", target, &nodes));
+                };
+                return Err(NemesisError::Invalid {
+                    index,
+                    kind: kind.clone(),
+                    detail,
+                });
+            }
+            Ok(())
+        }
+        _ => Ok(()),
+    }
+}
+
+/// A target the topology does not have, with the names it does.
+fn unknown_target(
+    index: usize,
+    kind: &str,
+    what: &'static str,
+    name: &str,
+    known: &[String],
+) -> NemesisError {
+    NemesisError::UnknownTarget {
+        index,
+        kind: kind.to_string(),
+        what,
+        name: name.to_string(),
+        known: known.join(", "),
+    }
+}
+
+/// A box, a Postgres node or a role (not a lock service's member: its server is not ours to
+/// clock or starve yet); else the names it could have been.
+fn box_or_node(target: &str, role: Option<&str>, topology: &Topology) -> Result<(), Vec<String>> {
+    let known = || -> Vec<String> {
+        let nodes = postgres_nodes(topology);
+        topology.boxes.iter().cloned().chain(nodes).collect()
+    };
+    match role.is_some() || known().iter().any(|k| k == target) {
+        true => Ok(()),
+        false => Err(known()),
+    }
+}
+
+/// The database nodes that are Postgres servers (the lock service's members are nodes too).
+fn postgres_nodes(topology: &Topology) -> Vec<String> {
+    topology
+        .nodes
+        .iter()
+        .filter(|n| !topology.members.contains(n))
+        .cloned()
+        .collect()
+}
+
+/// A clock fault moves the clock somehow; a rate runs it, a strobe needs an offset to jump by.
+fn validate_clock(
+    offset_ms: i64,
+    rate: Option<f64>,
+    strobe_ms: Option<i64>,
+    strobe_for_s: Option<f64>,
+) -> Result<(), String> {
+    if let Some(r) = rate {
+        if !(r.is_finite() && r > 0.0 && r <= 100.0) {
+            return Err(format!(
+                "rate is how fast the clock runs (1.05: 5% fast, 0.95: 5% slow), more than 0 and at most 100 (got {r})"
+            ));
+        }
+    }
+    if let Some(p) = strobe_ms {
+        if p <= 0 {
+            return Err(format!(
+                "strobe_ms is how often the clock jumps, more than 0 (got {p})"
+            ));
+        }
+        if offset_ms == 0 {
+            return Err("a strobe jumps the clock by offset_ms and back: give offset_ms".into());
+        }
+    }
+    if let Some(f) = strobe_for_s {
+        if strobe_ms.is_none() {
+            return Err("strobe_for_s is how long a strobe lasts: give strobe_ms".into());
+        }
+        if !(f.is_finite() && f > 0.0) {
+            return Err(format!("strobe_for_s must be more than 0 (got {f})"));
+        }
+    }
+    if offset_ms == 0 && rate.is_none_or(|r| r == 1.0) {
+        return Err("a clock fault moves the clock: give offset_ms, rate or strobe_ms".into());
+    }
+    Ok(())
 }
 
 #[cfg(test)]
@@ -480,5 +615,42 @@ mod tests {
             .role(),
             None
         );
+    }
+
+    #[test]
+    fn production_faults_name_what_they_need() {
+        let t = Topology::with_lock(4, 3, &["lock".to_string()], &[]);
+        let err = |kind: FaultKind| match expand(&[fault(0, Some(5), kind)], &t, 0, 10, fmt) {
+            Ok(_) => String::new(),
+            Err(e) => e.to_string(),
+        };
+        let clock = |offset_ms, rate, strobe_ms, strobe_for_s| FaultKind::Clock {
+            target: "routing".into(),
+            offset_ms,
+            rate,
+            strobe_ms,
+            strobe_for_s,
+        };
+        // A node's clock runs fast, a box's strobes: both fine.
+        assert_eq!(err(clock(0, Some(1.05), None, None)), "");
+        assert_eq!(err(clock(2_000, None, Some(500), Some(3.0))), "");
+        assert!(err(clock(0, None, None, None)).contains("give offset_ms, rate or strobe_ms"));
+        assert!(err(clock(0, Some(0.0), None, None)).contains("rate is how fast"));
+        assert!(err(clock(0, None, Some(500), None)).contains("give offset_ms"));
+        assert!(err(clock(5, None, None, Some(1.0))).contains("give strobe_ms"));
+        let cpu = |target: &str, share| FaultKind::Cpu {
+            target: target.into(),
+            share,
+        };
+        assert_eq!(err(cpu("box-2", 0.05)), "");
+        assert_eq!(err(cpu("shard1", 0.5)), "");
+        assert!(err(cpu("box-2", 0.0)).contains("share is a part of one CPU"));
+        assert!(err(cpu("lock", 0.1)).contains("unknown box or node 'lock'"));
+        let stall = |target: &str| FaultKind::Stall {
+            target: target.into(),
+        };
+        assert_eq!(err(stall("shard2")), "");
+        assert!(err(stall("box-1")).contains("unknown node 'box-1'"));
+        assert!(err(stall("lock")).contains("is a lock service's member"));
     }
 }

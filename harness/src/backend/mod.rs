@@ -23,6 +23,19 @@ pub enum BackendKind {
     Docker,
 }
 
+/// What a cpu fault lands on (`faults/cpu.rs`).
+pub enum CpuTarget {
+    /// A mover's process group on this host.
+    Group(i32),
+    /// A server and its children on this host (a postmaster and its backends).
+    Tree(i32),
+    /// A container.
+    Container {
+        docker: testcontainers::bollard::Docker,
+        id: String,
+    },
+}
+
 /// What a cluster is asked to be.
 #[derive(Debug, Clone)]
 pub struct ClusterSpec {
@@ -163,6 +176,16 @@ impl Cluster {
         match self {
             Cluster::Process(c) => c.stop_node(node, mode).await,
             Cluster::Docker(c) => c.stop_node(node, mode).await,
+        }
+    }
+
+    /// What a cpu fault on `node` lands on: its server's processes, or its container.
+    pub fn cpu_target(&self, node: &str) -> Option<CpuTarget> {
+        match self {
+            Cluster::Process(c) => Some(CpuTarget::Tree(c.nodes.get(node)?.pid()? as i32)),
+            Cluster::Docker(c) => c
+                .node_container(node)
+                .map(|(docker, id)| CpuTarget::Container { docker, id }),
         }
     }
 
@@ -310,6 +333,17 @@ impl Signaller {
                 Ok(())
             }
             Signaller::Docker(s) => s.signal(sig, freezer).await,
+        }
+    }
+
+    /// What a cpu fault on this mover lands on: its process group, or its container.
+    pub fn cpu_target(&self) -> CpuTarget {
+        match self {
+            Signaller::Process(pid) => CpuTarget::Group(*pid),
+            Signaller::Docker(s) => {
+                let (docker, id) = s.container();
+                CpuTarget::Container { docker, id }
+            }
         }
     }
 

@@ -88,10 +88,16 @@ impl ProcessCluster {
             let template = template.clone();
             let dir = data_root.join(name);
             let log = spec.log_dir.join(format!("{name}.log"));
+            let log_dir = spec.log_dir.clone();
             let name = name.clone();
             async move {
                 let port = ports::free_port().map_err(|e| anyhow::anyhow!("no free port: {e}"))?;
                 let mut node = PgNode::create(&install, &name, &template, dir, port, log).await?;
+                // A clock fault's node: its offset file was written before the start.
+                let clock = crate::faketime::faketime_file(&log_dir, &name);
+                if clock.is_file() {
+                    node.env = crate::faketime::env_for(&clock);
+                }
                 node.start(START_TIMEOUT).await?;
                 anyhow::Ok(node)
             }

@@ -3,13 +3,16 @@
 //! Each fault family has one home with the same small interface: `lead` (how early its
 //! work begins before the instant), `apply` (the opening verb, or with `op.heal` the closing
 //! one): `signal.rs` (pause, kill), `database.rs` (stop, crash), `link.rs` (toxics and cuts),
-//! `clock.rs` (a box's wall clock). This file schedules, records and heals; the verb pairs
+//! `clock.rs` (a box's or node's wall clock), `cpu.rs` (a starved CPU), `stall.rs` (a node's
+//! commits held). This file schedules, records and heals; the verb pairs
 //! come from `chaos_nemesis::VERB_PAIRS`.
 
 pub mod clock;
+pub mod cpu;
 mod database;
 pub mod link;
 mod signal;
+mod stall;
 
 use crate::backend::Cluster;
 use crate::links::Links;
@@ -41,20 +44,66 @@ pub struct Nemesis {
     pub lock: std::sync::OnceLock<Arc<tokio::sync::Mutex<crate::lock::LockServer>>>,
     /// The member each `lock-leader` fault landed on, by fault index (its heal goes there too).
     leaders: Mutex<std::collections::HashMap<usize, String>>,
+    /// The tickers of running or strobing clocks, by fault index (a heal aborts its own).
+    clocks: Mutex<std::collections::HashMap<usize, tokio::task::JoinHandle<()>>>,
+    /// An admin session to each node a stall names, opened as the clock starts.
+    stall_sessions: tokio::sync::Mutex<std::collections::HashMap<String, tokio_postgres::Client>>,
+    /// What each clock fault did, when: a node's stamps are read back to real time by it.
+    pub clock_log: Mutex<clock::ClockLog>,
+    /// The cpu faults in force, by fault index: the target each starved.
+    starved: Mutex<std::collections::HashMap<usize, String>>,
+    /// Held while a cpu fault places its target or sets its share (see `cpu::apply`).
+    placing: tokio::sync::Mutex<()>,
+    /// Where each target's CPU share is set, placed before the clock starts (given back at the end).
+    cgroups: Mutex<std::collections::HashMap<String, cpu::Starved>>,
+}
+
+impl Drop for Nemesis {
+    /// Nothing outlives the run: the clocks' tickers stop, the CPU shares come back.
+    fn drop(&mut self) {
+        for (_, ticker) in self.clocks.get_mut().unwrap().drain() {
+            ticker.abort();
+        }
+        for (_, s) in self.cgroups.get_mut().unwrap().drain() {
+            cpu::give_back_now(s);
+        }
+    }
 }
 
 /// A node or box fault on another target.
 fn with_target(kind: &FaultKind, name: &str) -> FaultKind {
     let mut kind = kind.clone();
-    match &mut kind {
-        FaultKind::Pause { target, .. }
-        | FaultKind::Kill { target }
-        | FaultKind::Stop { target }
-        | FaultKind::Crash { target }
-        | FaultKind::Clock { target, .. } => *target = name.to_string(),
-        _ => {}
+    if !kind.is_link_fault() {
+        *kind.target_mut() = name.to_string();
     }
     kind
+}
+
+/// Run `f` on a blocking thread at `at` (the invoke recorded just before it), woken by the
+/// OS's timer at real-time priority as a held proxy change is: tokio's timer wakes to the
+/// millisecond, up to one late. For the changes that are a write or a signal (a clock's offset,
+/// a CPU quota, a stall's reload).
+async fn at_instant<T: Send + 'static>(
+    at: Instant,
+    invoke: &Invoke,
+    f: impl FnOnce() -> T + Send + 'static,
+) -> T {
+    let record = invoke.hook();
+    tokio::task::spawn_blocking(move || {
+        let realtime = chaos_proxy::realtime::raise_current_thread();
+        let now = Instant::now();
+        if at > now {
+            std::thread::sleep(at - now);
+        }
+        record();
+        let out = f();
+        if realtime {
+            chaos_proxy::realtime::lower_current_thread();
+        }
+        out
+    })
+    .await
+    .expect("a change at its instant does not panic")
 }
 
 /// How far ahead of its instant a proxy change begins (its reads), real time.
@@ -129,6 +178,12 @@ impl Nemesis {
             cancel: Arc::new(std::sync::atomic::AtomicBool::new(false)),
             lock: std::sync::OnceLock::new(),
             leaders: Mutex::new(Default::default()),
+            clocks: Mutex::new(Default::default()),
+            starved: Mutex::new(Default::default()),
+            cgroups: Mutex::new(Default::default()),
+            clock_log: Mutex::new(Default::default()),
+            stall_sessions: Default::default(),
+            placing: Default::default(),
         })
     }
 
@@ -205,6 +260,8 @@ impl Nemesis {
             Family::Database => database::lead(self, op).await,
             Family::Link => link::lead(),
             Family::Clock => clock::lead(),
+            Family::Cpu => cpu::lead(),
+            Family::Stall => stall::lead(),
         };
         at.checked_sub(lead).unwrap_or(at)
     }
@@ -229,6 +286,13 @@ impl Nemesis {
     /// operations in flight are aborted with it; a proxy change still waiting for its
     /// instant is called off by `heal_all`).
     pub async fn run(self: Arc<Self>, schedule: Schedule, skip: usize) {
+        // The movers run by now: the targets of cpu faults go to their cgroups, and a session
+        // opens to each node a stall names, beside the schedule (a fault due meanwhile waits).
+        let me = self.clone();
+        tokio::spawn(async move {
+            cpu::place_ahead(&me).await;
+            stall::open_ahead(&me).await;
+        });
         use futures_util::future::{FutureExt, Shared};
         type Done = Shared<futures_util::future::BoxFuture<'static, ()>>;
         let mut tasks = tokio::task::JoinSet::new();
@@ -367,6 +431,8 @@ impl Nemesis {
             Family::Database => database::apply(self, op, at, held, invoke).await,
             Family::Link => link::apply(self, op, held).await,
             Family::Clock => clock::apply(self, op, at, invoke).await,
+            Family::Cpu => cpu::apply(self, op, at, invoke).await,
+            Family::Stall => stall::apply(self, op, at, invoke).await,
         }
     }
 
@@ -409,6 +475,21 @@ impl Nemesis {
                 links: op.links.clone(),
             };
             self.apply_recorded(&heal, Instant::now(), false).await;
+        }
+        for (_, ticker) in self.clocks.lock().unwrap().drain() {
+            ticker.abort();
+        }
+        let placed: Vec<cpu::Starved> = self
+            .cgroups
+            .lock()
+            .unwrap()
+            .drain()
+            .map(|(_, s)| s)
+            .collect();
+        for s in placed {
+            if let Err(e) = cpu::give_back(s).await {
+                eprintln!("nemesis: giving a cgroup back: {e}");
+            }
         }
         // Belt and braces: no toxic survives into the final reads.
         if let Err(e) = self.links.reset().await {

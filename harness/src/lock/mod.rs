@@ -187,23 +187,11 @@ pub fn alias_routing(
     section: &LockSection,
     kind: &mut chaos_nemesis::FaultKind,
 ) -> Result<(), String> {
-    use chaos_nemesis::FaultKind as K;
     let three = section.has_node() && section.members > 1;
     if section.has_node() && !three {
         return Ok(());
     }
-    let name = match kind {
-        K::Pause { target, .. }
-        | K::Kill { target }
-        | K::Stop { target }
-        | K::Crash { target }
-        | K::Clock { target, .. } => target,
-        K::Latency { link, .. }
-        | K::Bandwidth { link, .. }
-        | K::Down { link }
-        | K::Timeout { link, .. }
-        | K::ResetPeer { link, .. } => link,
-    };
+    let name = kind.target_mut();
     let service = if three { "lock-*" } else { "routing" };
     if name == LOCK_NODE {
         if three {

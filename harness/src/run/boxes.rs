@@ -144,7 +144,7 @@ pub fn specs(
             args: reference_args(s),
         },
     };
-    let clocked = clock::clocked_boxes(scenario);
+    let clocked = clock::clocked(scenario);
     let real = |scenario_s: f64| scenario.real_ms(scenario_s * 1000.0).to_string();
     let mut out = Vec::new();
     for b in &scenario.topology().boxes {

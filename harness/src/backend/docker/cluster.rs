@@ -145,6 +145,7 @@ impl DockerCluster {
         let network = self.network.clone();
         let run_id = self.run_id.clone();
         let tmpfs = self.pg_tmpfs;
+        let log_dir = self.log_dir.clone();
         async move {
             // Our image and postgres:16 both take extra `-c` settings as arguments; the unix
             // socket setting is left out (postgres:16's init needs its socket).
@@ -167,6 +168,24 @@ impl DockerCluster {
                 req.with_mount(Mount::tmpfs_mount(PG_DATA_DIR))
             } else {
                 req
+            };
+            // A clock fault's node: the image's libfaketime reads the offset file the
+            // nemesis writes, in the logs folder mounted at its own path.
+            let clock = crate::faketime::faketime_file(&log_dir, &node);
+            let req = match clock.is_file() {
+                false => req,
+                // The entrypoint preloads postgres alone (CHAOS_LD_PRELOAD), not itself as root.
+                true => crate::faketime::env_for(&clock)
+                    .into_iter()
+                    .map(|(k, v)| match k.as_str() {
+                        "LD_PRELOAD" => ("CHAOS_LD_PRELOAD".to_string(), v),
+                        _ => (k, v),
+                    })
+                    .fold(req, |r, (k, v)| r.with_env_var(k, v))
+                    .with_mount(Mount::bind_mount(
+                        log_dir.display().to_string(),
+                        log_dir.display().to_string(),
+                    )),
             };
             let req = publish_on_loopback(req, vec![(PG_PORT, host_port)]);
             let began = Instant::now();
@@ -329,6 +348,12 @@ impl DockerCluster {
     /// start runs recovery. With our image (`SIGNALS_LABEL`) the container's main process stops
     /// postgres and the container stays up; any other image's container is stopped (SIGINT or
     /// SIGQUIT to postgres as its main process). Either way the data is kept.
+    /// The engine and `node`'s container (a cpu fault changes its quota).
+    pub fn node_container(&self, node: &str) -> Option<(testcontainers::bollard::Docker, String)> {
+        let n = self.nodes.get(node)?;
+        Some((self.engine.docker.clone(), n.id.clone()))
+    }
+
     pub async fn stop_node(&mut self, node: &str, mode: StopMode) -> anyhow::Result<()> {
         let docker = self.engine.docker.clone();
         let supervised = self.db_signals;

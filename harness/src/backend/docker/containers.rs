@@ -226,7 +226,7 @@ pub(super) async fn inspect(
 
 /// The container's main process as this host numbers it, when the engine runs on this host
 /// (the process's cgroup names the container): a signal can then go to it directly.
-pub(super) async fn host_pid(docker: &Docker, id: &str) -> Option<i32> {
+pub async fn host_pid(docker: &Docker, id: &str) -> Option<i32> {
     let info = inspect(docker, id).await?;
     let pid = i32::try_from(info.state?.pid?).ok().filter(|p| *p > 0)?;
     runs_in(pid, id).then_some(pid)

@@ -22,7 +22,7 @@ mod supervised;
 mod tests;
 
 pub use cluster::DockerCluster;
-pub use containers::{Images, RUN_LABEL};
+pub use containers::{host_pid, Images, RUN_LABEL};
 pub use lock::DockerEtcd;
 pub use lock_redis::DockerRedis;
 pub use lock_zk::DockerZk;

@@ -297,6 +297,11 @@ pub struct DockerSignaller {
 }
 
 impl DockerSignaller {
+    /// The engine and the container, for a change of its resources (a cpu fault).
+    pub fn container(&self) -> (Docker, String) {
+        (self.docker.clone(), self.id.clone())
+    }
+
     /// A signal to the container's main process (the mover), or, with `freezer`, the cgroup
     /// freezer: SIGSTOP -> pause, SIGCONT -> unpause (a frozen mover cannot tell it was stopped;
     /// a SIGSTOPped one's children and its parent-visible state can).

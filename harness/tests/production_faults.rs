@@ -1,0 +1,133 @@
+//! The faults that make leases lapse in production (issue 37), end to end on the process
+//! backend: a holder starved of CPU (`cpu-starved`), the lock's clock running fast
+//! (`clock-fast-lock`), a shard's commits stalled under a copy (`stall-shard`). Each lease
+//! only loses data and is valid fenced; the checks here are shared with the docker backend's
+//! tests (`docker.rs`).
+
+use crate::common::*;
+use crate::support::figures::Outcome;
+use serde_json::Value;
+
+fn run(scenario: &str, extra: &[&str], expect: &str) -> Outcome {
+    require_mover();
+    let name = format!("{scenario}{}", extra.join(""));
+    let (code, dir) = run_scenario(&name, scenario, extra, expect);
+    Outcome::read(code, &dir)
+}
+
+/// The nemesis's `ok` line for `f`, asserted there.
+pub fn landed(o: &Outcome, f: &str) -> Value {
+    o.history
+        .lines()
+        .filter_map(|l| serde_json::from_str::<Value>(l).ok())
+        .find(|v| v["process"] == "nemesis" && v["type"] == "ok" && v["f"] == f)
+        .unwrap_or_else(|| panic!("no nemesis {f} took in the history\n{}", o.summary()))
+}
+
+/// Lease only: the run is invalid by lost rows, and the scenario's danger was reached.
+pub fn loses_rows(o: &Outcome, moment: &str) {
+    println!("{}", o.summary());
+    assert_eq!(o.code, Some(0), "verdict: {}", o.verdict);
+    assert_eq!(o.verdict["valid"], "invalid");
+    assert!(
+        o.stats["rows_lost"].as_u64().unwrap_or(0) > 0,
+        "rows lost: {}",
+        o.verdict
+    );
+    o.reached(moment, None);
+}
+
+/// Fenced: valid, nothing lost, a stale write refused by a shard.
+pub fn fenced_refuses(o: &Outcome, moment: &str) {
+    println!("{}", o.summary());
+    assert_eq!(o.code, Some(0), "verdict: {}", o.verdict);
+    assert_eq!(o.verdict["valid"], "valid");
+    assert_eq!(o.stats["rows_lost"].as_u64(), Some(0));
+    assert!(
+        o.history.contains("\"reason\":\"fenced\""),
+        "a shard refused a stale write"
+    );
+    o.reached(moment, None);
+}
+
+/// The holder was starved through a cgroup (its own, or its container's), not stopped.
+pub fn starved(o: &Outcome) {
+    let cpu = landed(o, "cpu");
+    assert_eq!(cpu["value"]["params"]["share"], 0.01, "{cpu}");
+    assert!(
+        cpu["value"]["how"]
+            .as_str()
+            .is_some_and(|h| h.contains("cgroup")),
+        "{cpu}"
+    );
+    landed(o, "cpu-restore");
+    assert!(!o.history.contains("\"f\":\"pause\""), "nothing was paused");
+}
+
+/// The routing db's clock ran 1.5 times as fast and was set back; its stamps were read back
+/// to real time, so no write is left unattributed (a skewed grant would be `unknown`).
+pub fn clock_ran_fast(o: &Outcome) {
+    let clock = landed(o, "clock");
+    assert_eq!(clock["value"]["target"], "routing", "{clock}");
+    assert_eq!(clock["value"]["rate"], 1.5, "{clock}");
+    landed(o, "clock-reset");
+    let classes = o.classes();
+    assert!(
+        !classes.iter().any(|c| c == "unattributed-write"),
+        "every write has its grant in real time: {classes:?}"
+    );
+    assert!(
+        o.verdict["reasons"].as_array().is_none_or(|r| r.is_empty()),
+        "nothing unreadable: {}",
+        o.verdict["reasons"]
+    );
+}
+
+/// shard2's commits were held for the stall, by the trigger inside the holder's write.
+pub fn shard_stalled(o: &Outcome) {
+    let stall = landed(o, "stall");
+    assert_eq!(stall["value"]["target"], "shard2", "{stall}");
+    landed(o, "unstall");
+}
+
+#[test]
+fn a_starved_holder_copies_past_its_lease_and_loses_rows() {
+    let o = run("cpu-starved", &[], "invalid");
+    starved(&o);
+    loses_rows(&o, "holder-stopped-past-lease");
+}
+
+#[test]
+fn a_starved_holder_fenced_is_refused() {
+    let o = run("cpu-starved", &["--fencing", "on"], "valid");
+    starved(&o);
+    fenced_refuses(&o, "holder-stopped-past-lease");
+}
+
+#[test]
+fn a_fast_lock_clock_shortens_every_lease_and_loses_rows() {
+    let o = run("clock-fast-lock", &[], "invalid");
+    clock_ran_fast(&o);
+    loses_rows(&o, "two-holders");
+}
+
+#[test]
+fn a_fast_lock_clock_fenced_is_valid_in_real_time() {
+    let o = run("clock-fast-lock", &["--fencing", "on"], "valid");
+    clock_ran_fast(&o);
+    fenced_refuses(&o, "two-holders");
+}
+
+#[test]
+fn a_stalled_shard_holds_a_copy_past_its_lease_and_loses_rows() {
+    let o = run("stall-shard", &[], "invalid");
+    shard_stalled(&o);
+    loses_rows(&o, "two-holders");
+}
+
+#[test]
+fn a_stalled_shard_fenced_is_refused() {
+    let o = run("stall-shard", &["--fencing", "on"], "valid");
+    shard_stalled(&o);
+    fenced_refuses(&o, "two-holders");
+}
