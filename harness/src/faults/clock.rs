@@ -151,8 +151,13 @@ pub(super) async fn apply(
     let m = motion(&op.kind, scale, fault_s)
         .ok_or_else(|| format!("{} is not a clock fault", op.kind.verb()))?;
     let path = faketime_file(&n.movers.log_dir(), target);
-    if let Some(ticker) = n.clocks.lock().unwrap().remove(&op.fault) {
+    // The ticker stopped for good before the new offset is written: an abort takes effect at
+    // its next await, so a tick already writing would land after this write (once in 21 runs
+    // a set-back clock was left fast); awaiting it waits that write out.
+    let ticker = n.clocks.lock().unwrap().remove(&op.fault);
+    if let Some(ticker) = ticker {
         ticker.abort();
+        let _ = ticker.await;
     }
     let first = if op.heal { 0.0 } else { m.offset_at(0.0) };
     let file = path.clone();

@@ -476,8 +476,16 @@ impl Nemesis {
             };
             self.apply_recorded(&heal, Instant::now(), false).await;
         }
-        for (_, ticker) in self.clocks.lock().unwrap().drain() {
+        let tickers: Vec<_> = self
+            .clocks
+            .lock()
+            .unwrap()
+            .drain()
+            .map(|(_, t)| t)
+            .collect();
+        for ticker in tickers {
             ticker.abort();
+            let _ = ticker.await;
         }
         let placed: Vec<cpu::Starved> = self
             .cgroups
