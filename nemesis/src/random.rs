@@ -187,12 +187,12 @@ pub fn generate(
             "pause" | "kill" => topology.boxes.clone(),
             "stop" | "crash" => topology.nodes.clone(),
             // A lock service's members are not Postgres: no stall, no cpu there.
-            "stall" => postgres_nodes(topology).collect(),
+            "stall" => topology.postgres_nodes(),
             "cpu" => topology
                 .boxes
                 .iter()
                 .cloned()
-                .chain(postgres_nodes(topology))
+                .chain(topology.postgres_nodes())
                 .collect(),
             _ => topology.links(),
         };
@@ -210,15 +210,6 @@ pub fn generate(
     }
     faults.extend(triggered(restart_min)?);
     Ok(faults)
-}
-
-/// The nodes that are Postgres servers.
-fn postgres_nodes(topology: &Topology) -> impl Iterator<Item = String> + '_ {
-    topology
-        .nodes
-        .iter()
-        .filter(|n| !topology.members.contains(n))
-        .cloned()
 }
 
 /// A drawn fault of `kind` on `target` (a link for the link kinds), `latency` drawn already.

@@ -300,7 +300,7 @@ fn on_box_or_node(
             Ok(())
         }
         FaultKind::Stall { target } => {
-            let nodes = postgres_nodes(topology);
+            let nodes = topology.postgres_nodes();
             if !nodes.contains(target) {
                 let detail = if topology.members.contains(target) {
                     format!("{target} is a lock service's member; stall holds a Postgres node's commits (nodes: {})", nodes.join(", "))
@@ -340,23 +340,13 @@ fn unknown_target(
 /// clock or starve yet); else the names it could have been.
 fn box_or_node(target: &str, role: Option<&str>, topology: &Topology) -> Result<(), Vec<String>> {
     let known = || -> Vec<String> {
-        let nodes = postgres_nodes(topology);
+        let nodes = topology.postgres_nodes();
         topology.boxes.iter().cloned().chain(nodes).collect()
     };
     match role.is_some() || known().iter().any(|k| k == target) {
         true => Ok(()),
         false => Err(known()),
     }
-}
-
-/// The database nodes that are Postgres servers (the lock service's members are nodes too).
-fn postgres_nodes(topology: &Topology) -> Vec<String> {
-    topology
-        .nodes
-        .iter()
-        .filter(|n| !topology.members.contains(n))
-        .cloned()
-        .collect()
 }
 
 /// A clock fault moves the clock somehow; a rate runs it, a strobe needs an offset to jump by.

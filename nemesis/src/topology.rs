@@ -23,6 +23,16 @@ pub struct Topology {
 }
 
 impl Topology {
+    /// The database nodes that are Postgres servers (a lock service's members are nodes too):
+    /// what a stall, a cpu fault or a node's clock may name.
+    pub fn postgres_nodes(&self) -> Vec<String> {
+        self.nodes
+            .iter()
+            .filter(|n| !self.members.contains(n))
+            .cloned()
+            .collect()
+    }
+
     /// `boxes` movers, `shards` shards, one routing db; the ingest talks to shards only.
     pub fn new(boxes: usize, shards: usize) -> Topology {
         let boxes: Vec<String> = (1..=boxes).map(|i| format!("box-{i}")).collect();

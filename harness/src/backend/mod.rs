@@ -179,10 +179,18 @@ impl Cluster {
         }
     }
 
+    /// `node`'s postmaster, when it is a process of this host (the process backend's).
+    pub fn server_pid(&self, node: &str) -> Option<i32> {
+        match self {
+            Cluster::Process(c) => Some(c.nodes.get(node)?.pid()? as i32),
+            Cluster::Docker(_) => None,
+        }
+    }
+
     /// What a cpu fault on `node` lands on: its server's processes, or its container.
     pub fn cpu_target(&self, node: &str) -> Option<CpuTarget> {
         match self {
-            Cluster::Process(c) => Some(CpuTarget::Tree(c.nodes.get(node)?.pid()? as i32)),
+            Cluster::Process(_) => self.server_pid(node).map(CpuTarget::Tree),
             Cluster::Docker(c) => c
                 .node_container(node)
                 .map(|(docker, id)| CpuTarget::Container { docker, id }),

@@ -103,6 +103,28 @@ impl Motion {
     pub fn moves(&self) -> bool {
         self.rate != 1.0 || self.strobe.is_some()
     }
+
+    /// The motion from `at` to `end` (real Unix ns) as lines (start, end, base, c, b): the
+    /// offset c + b * (t - base) seconds, a strobe's half-periods each a line of its own.
+    fn lines(&self, at: i64, end: i64) -> Vec<Line> {
+        let b = self.rate - 1.0;
+        let Some((period, lasts)) = self.strobe else {
+            return vec![(at, end, at, self.offset_s, b)];
+        };
+        let ns = |s: f64| (s * 1e9).min(i64::MAX as f64 / 2.0) as i64;
+        let (p, stop) = (ns(period).max(1), at.saturating_add(ns(lasts)).min(end));
+        let mut out = Vec::new();
+        let mut k = 0i64;
+        while at + k * p < stop && k < 1_000_000 {
+            let c = if k % 2 == 0 { self.offset_s } else { 0.0 };
+            out.push((at + k * p, (at + (k + 1) * p).min(stop), at, c, b));
+            k += 1;
+        }
+        if stop < end {
+            out.push((stop, end, at, 0.0, b));
+        }
+        out
+    }
 }
 
 /// A clock fault's motion in real time (its offsets and periods are scenario ms).
@@ -314,30 +336,6 @@ pub fn real_audit(log: &ClockLog, audit: &mut chaos_history::Audit) {
             w.commit_unix_ns = log.real_ns(&w.shard, *f, w.commit_unix_ns);
             *f = w.commit_unix_ns;
         }
-    }
-}
-
-impl Motion {
-    /// The motion from `at` to `end` (real Unix ns) as lines (start, end, base, c, b): the
-    /// offset c + b * (t - base) seconds, a strobe's half-periods each a line of its own.
-    fn lines(&self, at: i64, end: i64) -> Vec<Line> {
-        let b = self.rate - 1.0;
-        let Some((period, lasts)) = self.strobe else {
-            return vec![(at, end, at, self.offset_s, b)];
-        };
-        let ns = |s: f64| (s * 1e9).min(i64::MAX as f64 / 2.0) as i64;
-        let (p, stop) = (ns(period).max(1), at.saturating_add(ns(lasts)).min(end));
-        let mut out = Vec::new();
-        let mut k = 0i64;
-        while at + k * p < stop && k < 1_000_000 {
-            let c = if k % 2 == 0 { self.offset_s } else { 0.0 };
-            out.push((at + k * p, (at + (k + 1) * p).min(stop), at, c, b));
-            k += 1;
-        }
-        if stop < end {
-            out.push((stop, end, at, 0.0, b));
-        }
-        out
     }
 }
 

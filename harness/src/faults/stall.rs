@@ -7,7 +7,7 @@ use std::time::{Duration, Instant};
 /// The standby every commit waits for while the node is stalled; none ever connects by it.
 pub const NOBODY: &str = "chaos_stall_nobody";
 
-/// A connection and two statements, begun a little ahead so the reload lands at the instant.
+/// The `alter system` is sent a little ahead, so only the reload lands at the instant.
 pub(super) fn lead() -> Duration {
     Duration::from_millis(15)
 }
@@ -33,10 +33,7 @@ pub(super) async fn apply(
         .await
         .map_err(|e| format!("{set} on {node}: {e}"))?;
     // The reload at the instant: SIGHUP to a postmaster of this host, else through the session.
-    let postmaster = match n.cluster.lock().await.cpu_target(node) {
-        Some(crate::backend::CpuTarget::Tree(pid)) => Some(pid),
-        _ => None,
-    };
+    let postmaster = n.cluster.lock().await.server_pid(node);
     let rt = tokio::runtime::Handle::current();
     let (client, reloaded) = at_instant(at, invoke, move || {
         let sent = match postmaster {
@@ -57,14 +54,13 @@ pub(super) async fn apply(
         .lock()
         .await
         .insert(node.to_string(), client);
+    let how = match op.heal {
+        false => "synchronous_standby_names: a standby that never answers",
+        true => "synchronous_standby_names reset",
+    };
     Ok(Applied {
         landed: Some(landed),
-        extra: json!({
-        "how": match op.heal {
-            false => "synchronous_standby_names: a standby that never answers",
-            true => "synchronous_standby_names reset",
-        }
-        }),
+        extra: json!({ "how": how }),
     })
 }
 
@@ -79,14 +75,13 @@ async fn connect(n: &Nemesis, node: &str) -> Result<tokio_postgres::Client, Stri
 /// As the clock starts: a session open to every node a stall names, so a triggered stall
 /// lands by two statements, not a connection.
 pub(super) async fn open_ahead(n: &Nemesis) {
-    let mut nodes: Vec<&str> = n
+    let nodes: std::collections::BTreeSet<&str> = n
         .scenario
         .faults
         .iter()
         .filter(|f| matches!(f.kind, chaos_nemesis::FaultKind::Stall { .. }))
         .map(|f| f.kind.target())
         .collect();
-    nodes.dedup();
     for node in nodes {
         match connect(n, node).await {
             Ok(c) => {
