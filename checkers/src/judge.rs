@@ -1,12 +1,13 @@
 //! Puts the checks together: which can run on what the run left, the anomalies they find, the stats, and the verdict.
 
-use crate::claims::Claims;
 use crate::fold::HistoryFold;
 use crate::reached::{self, Audited, Found};
 use crate::stats::Stats;
 use crate::times::format_ms;
 use crate::writes::{attribute, TurbineWrites};
-use crate::{attribution, fencing, grants, lease, liveness, rows, stall, Anomaly, Verdict};
+use crate::{
+    attribution, fencing, forgotten, grants, lease, liveness, rows, stall, Anomaly, Verdict,
+};
 use chaos_history::{Audit, ClaimChange, FinalState, RunMeta, ShardWrite, System, WriteOp};
 use std::borrow::Cow;
 use std::collections::HashSet;
@@ -229,7 +230,7 @@ fn judge_audit(
 ) -> (Vec<Anomaly>, Vec<String>) {
     let clock = &meta.clock;
     let mut anomalies = Vec::new();
-    let mut claims = Claims::from_audit(&meta.job, &audit.claim_changes);
+    let (mut claims, broken) = forgotten::claims(meta, audit, seen.0);
     claims.seen_late_ns = crate::claims::seen_late_ns(meta);
     let writes = attribute(audit, &claims);
     stats.shard_writes = audit.shard_writes.len() as u64;
@@ -243,6 +244,10 @@ fn judge_audit(
     let promise = grants::lock_promise(meta, &claims, stats);
     reached::promise(promise.as_ref(), found);
     anomalies.extend(promise);
+    stats.forgotten_grants = broken.len() as u64;
+    let forgot = forgotten::anomaly(&broken, meta);
+    reached::promise(forgot.as_ref(), found);
+    anomalies.extend(forgot);
 
     // Writes no grant can be named for: never skipped, the reasons say what to set.
     let unattributed = attribution::unattributed(&writes, &claims, rows);

@@ -15,6 +15,7 @@ mod designs;
 pub mod failover;
 mod fencing;
 mod fold;
+mod forgotten;
 mod grants;
 mod judge;
 mod lease;

@@ -114,9 +114,16 @@ pub(crate) fn seen(fold: &HistoryFold) -> Seen<'_> {
     (&fold.notes, &fold.refusals)
 }
 
-/// The lock's own broken promise (`overlapping-grants`), as the moment it forgot a grant.
+/// The lock's own broken promise (`overlapping-grants`, `forgotten-grants`), as the moment it
+/// forgot a grant.
 pub(crate) fn promise(anomaly: Option<&Anomaly>, found: &mut Found) {
-    if let Some(a) = anomaly.filter(|a| a.class == AnomalyClass::OverlappingGrants) {
+    let broken = |a: &&Anomaly| {
+        matches!(
+            a.class,
+            AnomalyClass::OverlappingGrants | AnomalyClass::ForgottenGrants
+        )
+    };
+    if let Some(a) = anomaly.filter(broken) {
         let at = a.first_scenario_ms.unwrap_or_default();
         found.add(Moment::LockForgotGrant, at, &[], a.summary.clone());
     }

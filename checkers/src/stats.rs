@@ -75,6 +75,10 @@ pub struct Stats {
     pub overlapping_grants: u64,
     #[serde(default)]
     pub overlapping_grants_s: f64,
+    /// Grants a box was told of that the lock's own record lacks, or tokens told to two boxes
+    /// (`forgotten-grants`).
+    #[serde(default)]
+    pub forgotten_grants: u64,
     /// Stretches of a claim renewed for more than two leases with no write by its holder
     /// (`stalled-holder`), and the longest in scenario seconds.
     #[serde(default)]

@@ -44,6 +44,9 @@ pub enum AnomalyClass {
     StaleTokenWrite,
     /// The lock's own promise broken: two grants valid at once by the routing db's record.
     OverlappingGrants,
+    /// The lock's own promise broken: a grant it answered that its own record later lacks, or
+    /// a token it told two boxes (asynchronous commit and a crash).
+    ForgottenGrants,
     /// A governed shard write no grant can be named for (the verdict says why).
     UnattributedWrite,
     WriteAfterLeaseExpiry,
@@ -132,6 +135,7 @@ impl AnomalyClass {
             AnomalyClass::CorruptRows => "corrupt-rows",
             AnomalyClass::StaleTokenWrite => "stale-token-write",
             AnomalyClass::OverlappingGrants => "overlapping-grants",
+            AnomalyClass::ForgottenGrants => "forgotten-grants",
             AnomalyClass::UnattributedWrite => "unattributed-write",
             AnomalyClass::WriteAfterLeaseExpiry => "write-after-lease-expiry",
             AnomalyClass::ConcurrentHolders => "concurrent-holders",

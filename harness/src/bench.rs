@@ -74,13 +74,10 @@ async fn measure(a: BenchArgs, say: &mut impl FnMut(String)) -> anyhow::Result<(
         }
         let (mut starts, mut stops) = (vec![], vec![]);
         for i in 0..repeat {
-            let spec = ClusterSpec {
-                // April's databases: the routing db and 3 shards, named as a run names them.
-                nodes: chaos_nemesis::Topology::new(4, 3).nodes,
-                links: vec![],
-                log_dir: log_dir.clone(),
-                run_id: format!("bench-{}-{i}", std::process::id()),
-            };
+            // April's databases: the routing db and 3 shards, named as a run names them.
+            let nodes = chaos_nemesis::Topology::new(4, 3).nodes;
+            let run_id = format!("bench-{}-{i}", std::process::id());
+            let spec = ClusterSpec::nodes_only(nodes, log_dir.clone(), run_id);
             let t = Instant::now();
             let mut c = crate::backend::Cluster::start(a.backend, &spec).await?;
             starts.push(t.elapsed().as_secs_f64());
@@ -313,12 +310,9 @@ pub async fn audit_bench(rows: u64, rounds: usize) -> anyhow::Result<AuditFigure
     let began = Instant::now();
     let dir = std::env::temp_dir().join(format!("chaos-bench-audit-{}", std::process::id()));
     std::fs::create_dir_all(&dir)?;
-    let spec = ClusterSpec {
-        nodes: AUDIT_NODES.iter().map(|n| n.to_string()).collect(),
-        links: vec![],
-        log_dir: dir.clone(),
-        run_id: format!("bench-audit-{}", std::process::id()),
-    };
+    let nodes = AUDIT_NODES.iter().map(|n| n.to_string()).collect();
+    let run_id = format!("bench-audit-{}", std::process::id());
+    let spec = ClusterSpec::nodes_only(nodes, dir.clone(), run_id);
     let mut cluster = ProcessCluster::start(&spec).await?;
     let result = audit_rounds(&cluster, &dir, rows, rounds).await;
     cluster.stop_all().await;

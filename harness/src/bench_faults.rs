@@ -1,4 +1,4 @@
-//! `chaos bench --what faults`: how late each fault kind lands, measured where a user's run lands it: one scenario with every kind at an instant of its own and two triggered faults, run N times through `chaos run`'s own path, each operation's lag (the `lag_real_us` its history line records, from its instant or its trigger to its taking effect) gathered per verb.
+//! `chaos bench --what faults`: how late each fault kind lands, measured where a user's run lands it: one scenario with every kind at an instant of its own and three triggered faults, run N times through `chaos run`'s own path, each operation's lag (the `lag_real_us` its history line records, from its instant or its trigger to its taking effect) gathered per verb.
 
 use crate::run::{self, RunOptions};
 use std::collections::BTreeMap;
@@ -7,10 +7,12 @@ use std::collections::BTreeMap;
 const TARGET_US: i64 = 2_000;
 
 /// Every kind at its own instant (a box's kill restarts it; a database stop or crash starts
-/// it again), on the gc-pause seed's cluster, with a pace that keeps the boxes running: the
-/// verdict does not matter here, only when each operation took.
+/// it again; shard3 runs asynchronous commit, so its crashes lose what it had not written),
+/// and three triggered (a cpu, a stall, a crash), on the gc-pause seed's cluster, with a pace
+/// that keeps the boxes running: the verdict does not matter here, only when each operation
+/// took.
 const SCENARIO: &str = r#"name = "bench-faults"
-description = "chaos bench --what faults: every fault kind at an instant of its own, and two triggered"
+description = "chaos bench --what faults: every fault kind at an instant of its own, and three triggered"
 start = "12:00:00"
 end = "12:02:10"
 date = "2026-04-13"
@@ -20,6 +22,7 @@ seed = 7
 [cluster]
 shards = 3
 boxes = 4
+asynchronous_commit = ["shard3"]
 
 [data]
 turbines = 40
@@ -66,6 +69,7 @@ at = "12:00:28"
 for_s = 4
 kind = "crash"
 target = "shard3"
+lose_unsynced = true
 
 [[fault]]
 at = "12:00:36"
@@ -135,6 +139,14 @@ when = { on = "write", by = "holder", nth = 12, inside = "transaction", shard = 
 for_s = 2
 kind = "stall"
 target = "shard2"
+optional = true
+
+[[fault]]
+when = { on = "txn", by = "holder", nth = 3, shard = "shard3" }
+for_s = 10
+kind = "crash"
+target = "shard3"
+lose_unsynced = true
 optional = true
 "#;
 

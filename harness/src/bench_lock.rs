@@ -157,6 +157,7 @@ async fn advisory_rounds(
         links: vec![],
         log_dir: log_dir.to_path_buf(),
         run_id: format!("bench-lock-{}", std::process::id()),
+        asynchronous_commit: vec![],
     };
     crate::pg::PgInstall::find()?.template().await?;
     let mut cluster = crate::backend::process::ProcessCluster::start(&spec).await?;

@@ -240,6 +240,7 @@ pub async fn pg_proxy_bench(opts: PgBenchOptions) -> anyhow::Result<String> {
         links: vec![],
         log_dir: dir.clone(),
         run_id: format!("bench-proxy-{}", std::process::id()),
+        asynchronous_commit: vec![],
     };
     // Dropping the cluster stops its server (PgNode's Drop), so an error or an interrupt
     // anywhere below stops it too; the proxy's threads end when its handle drops.

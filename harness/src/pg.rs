@@ -205,6 +205,8 @@ pub struct PgNode {
     pub last_start: Duration,
     /// Extra environment for the server (libfaketime for a clocked node).
     pub env: Vec<(String, String)>,
+    /// Settings after the common ones (`ASYNCHRONOUS_COMMIT` for a node that runs it).
+    pub settings: Vec<String>,
 }
 
 impl PgNode {
@@ -242,6 +244,7 @@ impl PgNode {
             child: None,
             last_start: Duration::ZERO,
             env: vec![],
+            settings: vec![],
         })
     }
 
@@ -269,7 +272,10 @@ impl PgNode {
         let log2 = log.try_clone().map_err(io("dup the log"))?;
         let mut cmd = self.install.command("postgres");
         cmd.arg("-D").arg(&self.data_dir);
-        for setting in server_settings(&self.name, self.port, "127.0.0.1") {
+        for setting in server_settings(&self.name, self.port, "127.0.0.1")
+            .into_iter()
+            .chain(self.settings.iter().cloned())
+        {
             cmd.arg("-c").arg(setting);
         }
         cmd.envs(self.env.iter().map(|(k, v)| (k.as_str(), v.as_str())));
@@ -345,6 +351,14 @@ impl Drop for PgNode {
         }
     }
 }
+
+/// A node that runs asynchronous commit (`[cluster] asynchronous_commit`), as many run a lock
+/// store: a commit is acknowledged before its WAL is written. The WAL writer writes each full
+/// page at once and the last partial one every `wal_writer_delay`, here its longest (10 s), so
+/// what a crash loses is the commits since the last page boundary, not a 200 ms tick's luck.
+/// An immediate stop (a crash) loses them: the WAL buffers die with the server, whatever
+/// `fsync` says. The install is written out before the run (`setup::written_out`).
+pub const ASYNCHRONOUS_COMMIT: [&str; 2] = ["synchronous_commit=off", "wal_writer_delay=10s"];
 
 /// The settings every node runs with: loopback (or the container's network) only,
 /// commit timestamps for the audit, and durability off because the run is throwaway.

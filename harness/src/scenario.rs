@@ -9,8 +9,10 @@ pub use chaos_workloads::mover::{Election, Fencing, OnLost, OnRenewFailure};
 use serde::{Deserialize, Serialize};
 use std::path::{Path, PathBuf};
 
+mod cluster;
 mod designs;
 mod expect;
+pub use cluster::ClusterSection;
 pub use designs::{ObjectsFence, ObjectsSection, PayoutSection};
 pub use expect::ExpectSection;
 
@@ -102,22 +104,6 @@ fn default_scale() -> f64 {
 }
 fn default_seed() -> u64 {
     1
-}
-
-#[derive(Debug, Clone, Serialize, Deserialize)]
-#[serde(deny_unknown_fields, default)]
-pub struct ClusterSection {
-    pub shards: usize,
-    pub boxes: usize,
-}
-
-impl Default for ClusterSection {
-    fn default() -> Self {
-        ClusterSection {
-            shards: 3,
-            boxes: 4,
-        }
-    }
 }
 
 #[derive(Debug, Clone, Serialize, Deserialize)]
@@ -514,6 +500,12 @@ pub fn validate(
 /// What a scenario's faults can name: its system's boxes, nodes and links (a lock service
 /// with a server of its own is the node `lock`, linked from every box).
 fn topology_of(file: &ScenarioFile) -> Topology {
+    let mut t = topology_of_system(file);
+    t.asynchronous_commit = file.cluster.asynchronous_commit.clone();
+    t
+}
+
+fn topology_of_system(file: &ScenarioFile) -> Topology {
     match file.system {
         System::Failover => crate::failover::settings::topology(),
         _ if file.lock.has_node() => {
@@ -576,6 +568,7 @@ impl Validator {
             scale,
         )?;
         self.expect(file)?;
+        self.asynchronous_commit(file)?;
         match file.system {
             System::Mover | System::Payout | System::TenObjects => {}
             System::Failover => {

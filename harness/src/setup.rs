@@ -37,6 +37,15 @@ pub async fn routing(
     Ok(())
 }
 
+/// A node on asynchronous commit: what the install wrote is written out before the run (a
+/// checkpoint), so a crash in the run loses the run's commits, never the install's.
+pub async fn written_out(name: &str, url: &str) -> Result<(), String> {
+    let c = db::connect(url, "harness", TIMEOUT).await?;
+    c.batch_execute("checkpoint")
+        .await
+        .map_err(|e| format!("{name}: checkpoint: {e}"))
+}
+
 /// A shard: schema, seeded history (server-side, no rows over the wire),
 /// then the audit triggers, so the bulk load is not audited. Returns the seeding time.
 pub async fn shard(

@@ -119,6 +119,7 @@ impl Testbed {
             links: topology.links(),
             log_dir: o.log_dir.clone(),
             run_id: o.run_id.clone(),
+            asynchronous_commit: topology.asynchronous_commit.clone(),
         };
         crate::faults::clock::prepare_nodes(scenario, &o.log_dir)?;
         let began = Instant::now();
@@ -259,5 +260,10 @@ pub async fn install_at(
     crate::designs::install(scenario, &routing, &shards)
         .await
         .map_err(anyhow::Error::msg)?;
+    for node in &scenario.topology().asynchronous_commit {
+        setup::written_out(node, &url(node)?)
+            .await
+            .map_err(anyhow::Error::msg)?;
+    }
     Ok(seeded)
 }

@@ -586,7 +586,8 @@ fn down_all_removes_what_a_killed_harness_left() {
 /// Issue 37's faults in containers, lease only then fenced, with the process backend's
 /// verdicts: the starved holder (the mover container's own cgroup, or its quota through the
 /// engine), the lock's clock running fast (libfaketime preloaded into the routing container's
-/// postgres) and a shard's stalled commits.
+/// postgres) and a shard's stalled commits; then the routing container's postgres, on
+/// asynchronous commit, crashed as its first grant was answered (both fencings invalid).
 #[test]
 fn production_faults_in_containers_give_the_process_backend_s_verdicts() {
     use crate::production_faults as p;
@@ -608,5 +609,11 @@ fn production_faults_in_containers_give_the_process_backend_s_verdicts() {
         };
         check(&o);
         p::fenced_refuses(&o, moment);
+    }
+    for fencing in ["off", "on"] {
+        let Some((o, _)) = on_docker("lost-grant", &["--fencing", fencing], "invalid") else {
+            return;
+        };
+        p::grant_forgotten(&o);
     }
 }

@@ -47,6 +47,7 @@ impl Db {
             links: vec![LINK.into()],
             log_dir: log_dir.clone(),
             run_id,
+            asynchronous_commit: vec![],
         };
         let cluster = Cluster::start(BackendKind::Process, &spec)
             .await

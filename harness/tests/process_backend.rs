@@ -1,4 +1,4 @@
-//! The process backend on real Postgres servers: node start, restart and crash with data kept, cleanup after a panic and after SIGINT, `chaos up`/`down`, and a bad scenario refused before anything starts.
+//! The process backend on real Postgres servers: node start, restart and crash with data kept, an acknowledged commit lost in the crash of a node on asynchronous commit, cleanup after a panic and after SIGINT, `chaos up`/`down`, and a bad scenario refused before anything starts.
 
 use crate::common::*;
 use chaos_harness::backend::process::ProcessCluster;
@@ -18,6 +18,7 @@ fn spec(name: &str, nodes: &[&str]) -> (ClusterSpec, std::path::PathBuf) {
             links: vec![],
             log_dir: logs,
             run_id: name.into(),
+            asynchronous_commit: vec![],
         },
         dir,
     )
@@ -68,6 +69,50 @@ async fn nodes_start_restart_and_crash_with_their_data_kept() {
         "data kept across a crash and recovery"
     );
 
+    let data = dir.join("data").display().to_string();
+    cluster.stop_all().await;
+    assert_none_left(&data, 10);
+}
+
+/// A node on asynchronous commit acknowledges a commit it has not written, and its crash loses
+/// it; the same commit on a node that flushes survives the same crash. What was there before
+/// (a checkpoint, as the install's) survives on both.
+#[tokio::test(flavor = "multi_thread")]
+async fn a_crash_loses_the_acknowledged_commits_of_a_node_on_asynchronous_commit() {
+    let (mut spec, dir) = spec("unsynced", &["routing", "shard1"]);
+    spec.asynchronous_commit = vec!["routing".into()];
+    let mut cluster = ProcessCluster::start(&spec).await.expect("cluster starts");
+    for node in ["routing", "shard1"] {
+        let url = cluster.admin_url(node);
+        let c = chaos_harness::db::connect(&url, "test", Duration::from_secs(10))
+            .await
+            .unwrap();
+        // One simple query is one transaction: the checkpoint after its commit.
+        c.batch_execute("create table grants (n int); insert into grants values (1)")
+            .await
+            .unwrap();
+        c.batch_execute("checkpoint").await.unwrap();
+        let setting: String = c
+            .query_one("show synchronous_commit", &[])
+            .await
+            .unwrap()
+            .get(0);
+        assert_eq!(
+            setting,
+            if node == "routing" { "off" } else { "on" },
+            "{node}"
+        );
+        // Acknowledged: the insert returned.
+        c.execute("insert into grants values (2)", &[])
+            .await
+            .unwrap();
+        drop(c);
+        cluster.stop_node(node, StopMode::Immediate).await.unwrap();
+        cluster.start_node(node).await.unwrap();
+        let rows = query_i64(&url, "select count(*) from grants").await;
+        println!("{node}: {rows} of 2 rows after the crash");
+        assert_eq!(rows, if node == "routing" { 1 } else { 2 }, "{node}");
+    }
     let data = dir.join("data").display().to_string();
     cluster.stop_all().await;
     assert_none_left(&data, 10);

@@ -1,8 +1,9 @@
 //! The faults that make leases lapse in production (issue 37), end to end on the process
 //! backend: a holder starved of CPU (`cpu-starved`), the lock's clock running fast
 //! (`clock-fast-lock`), a shard's commits stalled under a copy (`stall-shard`). Each lease
-//! only loses data and is valid fenced; the checks here are shared with the docker backend's
-//! tests (`docker.rs`).
+//! only loses data and is valid fenced. And the lock store losing an acknowledged grant in a
+//! crash (`lost-grant`): one token, two holders, rows lost fenced or not. The checks here are
+//! shared with the docker backend's tests (`docker.rs`).
 
 use crate::common::*;
 use crate::support::figures::Outcome;
@@ -88,6 +89,44 @@ pub fn shard_stalled(o: &Outcome) {
     let stall = landed(o, "stall");
     assert_eq!(stall["value"]["target"], "shard2", "{stall}");
     landed(o, "unstall");
+}
+
+/// The routing db, on asynchronous commit, crashed as its first holder began and came back
+/// without the grant: the same token went to a second box (`forgotten-grants`, an error), and
+/// rows are lost whether or not the shards fence (they cannot tell one token's holders apart).
+pub fn grant_forgotten(o: &Outcome) {
+    println!("{}", o.summary());
+    assert_eq!(o.code, Some(0), "verdict: {}", o.verdict);
+    assert_eq!(o.verdict["valid"], "invalid");
+    let crash = landed(o, "crash");
+    assert_eq!(crash["value"]["params"]["lose_unsynced"], true, "{crash}");
+    landed(o, "start");
+    let forgotten = o.verdict["anomalies"]
+        .as_array()
+        .and_then(|a| a.iter().find(|a| a["class"] == "forgotten-grants"))
+        .unwrap_or_else(|| panic!("no forgotten-grants: {}", o.verdict));
+    assert_eq!(forgotten["severity"], "error");
+    let grant = &forgotten["evidence"]["grants"][0];
+    assert_eq!(grant["how"], "told-twice", "{forgotten}");
+    let holders = grant["holders"].as_array().expect("two holders");
+    assert!(holders.len() == 2 && holders[0] != holders[1], "{grant}");
+    assert_eq!(o.stats["forgotten_grants"], 1, "{}", o.stats);
+    assert!(
+        o.stats["rows_lost"].as_u64().unwrap_or(0) > 0,
+        "rows lost: {}",
+        o.verdict
+    );
+    o.reached("lock-forgot-grant", None);
+}
+
+#[test]
+fn a_lock_store_crash_forgets_a_grant_and_hands_its_token_out_twice() {
+    grant_forgotten(&run("lost-grant", &[], "invalid"));
+}
+
+#[test]
+fn a_token_handed_out_twice_defeats_fencing() {
+    grant_forgotten(&run("lost-grant", &["--fencing", "on"], "invalid"));
 }
 
 #[test]

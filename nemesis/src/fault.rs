@@ -42,8 +42,14 @@ pub enum FaultKind {
     Kill { target: String },
     /// Stop a database (fast shutdown), start it again at the end with its data.
     Stop { target: String },
-    /// Immediate-mode stop (no checkpoint; recovery on start).
-    Crash { target: String },
+    /// Immediate-mode stop (no checkpoint; recovery on start). With `lose_unsynced`, on a node
+    /// that runs asynchronous commit (`[cluster] asynchronous_commit`): the crash drops the
+    /// commits it acknowledged and had not yet written (the WAL buffers die with the server).
+    Crash {
+        target: String,
+        #[serde(default, skip_serializing_if = "std::ops::Not::not")]
+        lose_unsynced: bool,
+    },
     /// A box's or node's CPU starved to `share` of one CPU (0.05: five ms in every hundred),
     /// as under a noisy neighbour: the process runs, slowly. Restored at the end.
     Cpu { target: String, share: f64 },
@@ -125,7 +131,7 @@ macro_rules! target_of {
             FaultKind::Pause { target, .. }
             | FaultKind::Kill { target }
             | FaultKind::Stop { target }
-            | FaultKind::Crash { target }
+            | FaultKind::Crash { target, .. }
             | FaultKind::Cpu { target, .. }
             | FaultKind::Stall { target }
             | FaultKind::Clock { target, .. } => target,
@@ -320,7 +326,10 @@ mod tests {
             },
             FaultKind::Kill { target: "b".into() },
             FaultKind::Stop { target: "n".into() },
-            FaultKind::Crash { target: "n".into() },
+            FaultKind::Crash {
+                target: "n".into(),
+                lose_unsynced: false,
+            },
             FaultKind::Latency {
                 link: "l".into(),
                 latency_ms: 1,

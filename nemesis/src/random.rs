@@ -198,7 +198,13 @@ pub fn generate(
         };
         for target in choose(&mut rng, &pool, spread) {
             let latency = rng.range(profile.latency_ms[0], profile.latency_ms[1]);
-            let fk = drawn_kind(&kind, target, latency, &mut rng);
+            let fk = drawn_kind(
+                &kind,
+                target,
+                latency,
+                &mut rng,
+                &topology.asynchronous_commit,
+            );
             faults.push(
                 Fault::at(t, Some(duration), fk).with_note(format!("generated from seed {seed}")),
             );
@@ -212,8 +218,15 @@ pub fn generate(
     Ok(faults)
 }
 
-/// A drawn fault of `kind` on `target` (a link for the link kinds), `latency` drawn already.
-fn drawn_kind(kind: &str, target: String, latency: i64, rng: &mut Rng) -> FaultKind {
+/// A drawn fault of `kind` on `target` (a link for the link kinds), `latency` drawn already; a
+/// crash of a node in `unsynced` (asynchronous commit) loses what it had not written.
+fn drawn_kind(
+    kind: &str,
+    target: String,
+    latency: i64,
+    rng: &mut Rng,
+    unsynced: &[String],
+) -> FaultKind {
     match kind {
         "pause" => FaultKind::Pause {
             target,
@@ -221,7 +234,10 @@ fn drawn_kind(kind: &str, target: String, latency: i64, rng: &mut Rng) -> FaultK
         },
         "kill" => FaultKind::Kill { target },
         "stop" => FaultKind::Stop { target },
-        "crash" => FaultKind::Crash { target },
+        "crash" => FaultKind::Crash {
+            lose_unsynced: unsynced.contains(&target),
+            target,
+        },
         "cpu" => FaultKind::Cpu {
             target,
             share: starved_share(rng),
@@ -429,6 +445,29 @@ mod tests {
             role_faults: 0,
             role_grant: default_role_grant(),
         }
+    }
+
+    /// A drawn crash of a node that runs asynchronous commit loses what it had not written, and
+    /// says so (the schedule refuses it otherwise); any other node's crash loses nothing.
+    #[test]
+    fn a_drawn_crash_of_an_asynchronous_node_loses_unsynced_commits() {
+        let mut t = Topology::new(4, 3);
+        t.asynchronous_commit = vec!["routing".into()];
+        let mut p = profile();
+        p.faults = vec!["crash".into()];
+        p.targets = TargetSpread::All;
+        let all = generate(3, &p, &t, 0, 3_600_000, 0, 0).unwrap();
+        assert!(!all.is_empty());
+        for f in &all {
+            match &f.kind {
+                FaultKind::Crash {
+                    target,
+                    lose_unsynced,
+                } => assert_eq!(*lose_unsynced, target == "routing", "{target}"),
+                k => panic!("{k:?}"),
+            }
+        }
+        assert!(crate::expand(&all, &t, 0, 3_600_000, |ms| ms.to_string()).is_ok());
     }
 
     #[test]

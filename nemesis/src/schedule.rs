@@ -193,7 +193,7 @@ fn validate(index: usize, fault: &Fault, topology: &Topology) -> Result<Vec<Stri
             on_box_or_node(index, k, role, topology)?;
             Ok(vec![])
         }
-        FaultKind::Stop { target } | FaultKind::Crash { target } => {
+        FaultKind::Stop { target } | FaultKind::Crash { target, .. } => {
             if !topology.nodes.contains(target) && !topology.members.contains(target) {
                 let mut known = topology.nodes.clone();
                 for m in &topology.members {
@@ -203,6 +203,7 @@ fn validate(index: usize, fault: &Fault, topology: &Topology) -> Result<Vec<Stri
                 }
                 return Err(unknown("node", target, &known));
             }
+            unsynced(index, &fault.kind, topology)?;
             Ok(vec![])
         }
         k => {
@@ -254,6 +255,35 @@ fn validate(index: usize, fault: &Fault, topology: &Topology) -> Result<Vec<Stri
             Ok(if role.is_some() { vec![] } else { links })
         }
     }
+}
+
+/// What a crash loses is the node's configuration, and the fault says which it expects: a
+/// crash that loses acknowledged commits (`lose_unsynced`) names a node that runs asynchronous
+/// commit, and a crash of such a node says that it does (it loses them either way).
+fn unsynced(index: usize, kind: &FaultKind, topology: &Topology) -> Result<(), NemesisError> {
+    let (stop, target, lose) = match kind {
+        FaultKind::Crash {
+            target,
+            lose_unsynced,
+        } => (false, target, *lose_unsynced),
+        FaultKind::Stop { target } => (true, target, false),
+        _ => return Ok(()),
+    };
+    let asynchronous = topology.asynchronous_commit.contains(target);
+    let detail = match (lose, asynchronous) {
+        (true, false) => format!(
+            "lose_unsynced: {target} acknowledges a commit only once its WAL is written, so a crash loses nothing acknowledged; list it in [cluster] asynchronous_commit to run it with synchronous_commit = off"
+        ),
+        (false, true) if !stop => format!(
+            "{target} runs asynchronous commit ([cluster] asynchronous_commit): a crash drops the commits it acknowledged and had not written; say lose_unsynced = true"
+        ),
+        _ => return Ok(()),
+    };
+    Err(NemesisError::Invalid {
+        index,
+        kind: kind.verb().to_string(),
+        detail,
+    })
 }
 
 /// A clock, cpu or stall fault: on a box or a Postgres node (a stall on a node only), with
@@ -430,6 +460,45 @@ mod tests {
                 (600, "start")
             ]
         );
+    }
+
+    /// A crash that loses acknowledged commits needs a node running asynchronous commit, and a
+    /// crash of such a node says it loses them; a clean stop of it is a stop.
+    #[test]
+    fn lose_unsynced_needs_a_node_that_runs_asynchronous_commit() {
+        let mut t = Topology::new(4, 3);
+        let crash = |lose_unsynced| {
+            fault(
+                0,
+                Some(100),
+                FaultKind::Crash {
+                    target: "routing".into(),
+                    lose_unsynced,
+                },
+            )
+        };
+        let stop = fault(
+            0,
+            Some(100),
+            FaultKind::Stop {
+                target: "routing".into(),
+            },
+        );
+        let err = expand(&[crash(true)], &t, 0, 1000, fmt).unwrap_err();
+        assert!(
+            err.to_string().contains("[cluster] asynchronous_commit"),
+            "{err}"
+        );
+        assert!(expand(&[crash(false)], &t, 0, 1000, fmt).is_ok());
+        t.asynchronous_commit = vec!["routing".into()];
+        let err = expand(&[crash(false)], &t, 0, 1000, fmt).unwrap_err();
+        assert!(
+            err.to_string().contains("say lose_unsynced = true"),
+            "{err}"
+        );
+        let s = expand(&[crash(true)], &t, 0, 1000, fmt).unwrap();
+        assert_eq!(s.ops[0].verb, "crash");
+        assert!(expand(&[stop], &t, 0, 1000, fmt).is_ok());
     }
 
     #[test]

@@ -20,6 +20,10 @@ pub struct Topology {
     /// Nodes that are processes a signal fault may pause or kill too (a lock service's
     /// members), and the roles a fault may name for one (`lock-leader`, resolved when it lands).
     pub members: Vec<String>,
+    /// Postgres nodes that run asynchronous commit (`synchronous_commit = off`): a commit is
+    /// acknowledged before its WAL is written, and only a crash of one of these can lose it
+    /// (`lose_unsynced`).
+    pub asynchronous_commit: Vec<String>,
 }
 
 impl Topology {
@@ -55,6 +59,7 @@ impl Topology {
             clients,
             links,
             members: vec![],
+            asynchronous_commit: vec![],
         }
     }
 
@@ -108,6 +113,7 @@ impl Topology {
             clients,
             links,
             members: vec![],
+            asynchronous_commit: vec![],
         }
     }
 

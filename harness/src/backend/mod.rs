@@ -47,6 +47,21 @@ pub struct ClusterSpec {
     pub log_dir: PathBuf,
     /// A run id unique on this machine, for data directories and labels.
     pub run_id: String,
+    /// Nodes that run asynchronous commit (`[cluster] asynchronous_commit`).
+    pub asynchronous_commit: Vec<String>,
+}
+
+impl ClusterSpec {
+    /// Nodes alone: no links, every commit flushed (the benches' clusters).
+    pub fn nodes_only(nodes: Vec<String>, log_dir: PathBuf, run_id: String) -> ClusterSpec {
+        ClusterSpec {
+            nodes,
+            links: vec![],
+            log_dir,
+            run_id,
+            asynchronous_commit: vec![],
+        }
+    }
 }
 
 /// How to start one mover.

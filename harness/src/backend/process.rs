@@ -89,6 +89,7 @@ impl ProcessCluster {
             let dir = data_root.join(name);
             let log = spec.log_dir.join(format!("{name}.log"));
             let log_dir = spec.log_dir.clone();
+            let asynchronous = spec.asynchronous_commit.contains(name);
             let name = name.clone();
             async move {
                 let port = ports::free_port().map_err(|e| anyhow::anyhow!("no free port: {e}"))?;
@@ -97,6 +98,9 @@ impl ProcessCluster {
                 let clock = crate::faketime::faketime_file(&log_dir, &name);
                 if clock.is_file() {
                     node.env = crate::faketime::env_for(&clock);
+                }
+                if asynchronous {
+                    node.settings = crate::pg::ASYNCHRONOUS_COMMIT.map(String::from).to_vec();
                 }
                 node.start(START_TIMEOUT).await?;
                 anyhow::Ok(node)

@@ -53,6 +53,7 @@ impl FailoverBed {
             links: proxies.clone(),
             log_dir: o.log_dir.clone(),
             run_id: o.run_id.clone(),
+            asynchronous_commit: vec![],
         };
         let began = Instant::now();
         let mut cluster = Cluster::start(o.backend, &spec).await?;

@@ -50,6 +50,9 @@ async fn stop(
         FaultKind::Crash { .. } => StopMode::Immediate,
         _ => StopMode::Fast,
     };
+    if matches!(mode, StopMode::Immediate) && at <= Instant::now() {
+        return crash_now(n, target, held, invoke).await;
+    }
     let links = n
         .links
         .cut_node(held, target)
@@ -70,6 +73,45 @@ async fn stop(
     Ok(Applied {
         extra: json!({ "links_cut": links, "stopped_real_ms": began.elapsed().as_millis() as u64 }),
         landed,
+    })
+}
+
+/// A crash whose instant is already here (a trigger fired): the server is signalled at once,
+/// its links cut meanwhile. Its death is the fault: it lands with the signal, not with the
+/// last of the proxy's answers (five links' cuts took 2-8 ms after a trigger).
+async fn crash_now(
+    n: &Nemesis,
+    target: &str,
+    held: &ToxiproxyClient,
+    invoke: &Invoke,
+) -> Result<Applied, String> {
+    invoke.fire();
+    let signalled = Instant::now();
+    let stop = async {
+        match n.lock_server(target) {
+            Some(lock) => lock.lock().await.stop_member(target, StopMode::Immediate).await,
+            None => {
+                let mut c = n.cluster.lock().await;
+                c.stop_node(target, StopMode::Immediate).await
+            }
+        }
+        .map_err(|e| e.to_string())
+    };
+    let cut = async {
+        n.links
+            .cut_node(held, target)
+            .await
+            .map_err(|e| format!("cutting the links to {target}: {e}"))
+    };
+    let (links, stopped) = tokio::join!(cut, stop);
+    let (links, ()) = (links?, stopped?);
+    Ok(Applied {
+        extra: json!({
+            "links_cut": links,
+            "stopped_real_ms": signalled.elapsed().as_millis() as u64,
+            "signalled_first": true,
+        }),
+        landed: Some(signalled),
     })
 }
 

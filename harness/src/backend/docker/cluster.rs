@@ -112,7 +112,11 @@ impl DockerCluster {
         for node in &spec.nodes {
             let host_port = crate::ports::free_port()
                 .map_err(|e| anyhow::anyhow!("no free port for {node}: {e}"))?;
-            starts.push(self.start_db(node.clone(), host_port));
+            starts.push(self.start_db(
+                node.clone(),
+                host_port,
+                spec.asynchronous_commit.contains(node),
+            ));
         }
         let (dbs, proxy) = tokio::join!(futures_util::future::join_all(starts), self.start_proxy());
         let mut first_error = None;
@@ -134,11 +138,13 @@ impl DockerCluster {
         }
     }
 
-    /// One database container, started and answering.
+    /// One database container, started and answering (`asynchronous`: it runs asynchronous
+    /// commit, `pg::ASYNCHRONOUS_COMMIT`).
     fn start_db(
         &self,
         node: String,
         host_port: u16,
+        asynchronous: bool,
     ) -> impl std::future::Future<Output = anyhow::Result<(String, DbNode)>> + Send + 'static {
         let image = self.images.postgres.clone();
         let name = docker_name(&self.run_id, &node);
@@ -149,8 +155,10 @@ impl DockerCluster {
         async move {
             // Our image and postgres:16 both take extra `-c` settings as arguments; the unix
             // socket setting is left out (postgres:16's init needs its socket).
+            let own = crate::pg::ASYNCHRONOUS_COMMIT.map(String::from);
             let settings: Vec<String> = crate::pg::server_settings(&node, PG_PORT, "*")
                 .into_iter()
+                .chain(own.into_iter().filter(|_| asynchronous))
                 .filter(|s| !s.starts_with("unix_socket_directories"))
                 .flat_map(|s| ["-c".to_string(), s])
                 .collect();

@@ -85,6 +85,7 @@ async fn cluster_starts_keeps_data_across_a_stop_and_leaves_nothing() {
         links: vec!["ingest->shard1".into(), "box-1->routing".into()],
         log_dir: log_dir.clone(),
         run_id: run_id.clone(),
+        asynchronous_commit: vec![],
     };
     let mut c = DockerCluster::start(&spec).await.expect("cluster starts");
     println!(
