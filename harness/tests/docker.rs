@@ -586,16 +586,19 @@ fn down_all_removes_what_a_killed_harness_left() {
 /// Issue 37's faults in containers, lease only then fenced, with the process backend's
 /// verdicts: the starved holder (the mover container's own cgroup, or its quota through the
 /// engine), the lock's clock running fast (libfaketime preloaded into the routing container's
-/// postgres) and a shard's stalled commits; then the routing container's postgres, on
-/// asynchronous commit, crashed as its first grant was answered (both fencings invalid).
+/// postgres), the holder's running slow (into its mover's container) and a shard's stalled
+/// commits; then the routing container's postgres, on
+/// asynchronous commit, crashed as its first grant was answered (both fencings invalid); and
+/// etcd's member container starved.
 #[test]
 fn production_faults_in_containers_give_the_process_backend_s_verdicts() {
     use crate::production_faults as p;
     let _one = ONE_AT_A_TIME.lock().unwrap_or_else(|e| e.into_inner());
     type Check = fn(&Outcome);
-    let cases: [(&str, &str, Check); 3] = [
+    let cases: [(&str, &str, Check); 4] = [
         ("cpu-starved", "holder-stopped-past-lease", p::starved),
         ("clock-fast-lock", "two-holders", p::clock_ran_fast),
+        ("clock-slow-holder", "two-holders", p::holder_clock_slow),
         ("stall-shard", "two-holders", p::shard_stalled),
     ];
     for (scenario, moment, check) in cases {
@@ -616,4 +619,8 @@ fn production_faults_in_containers_give_the_process_backend_s_verdicts() {
         };
         p::grant_forgotten(&o);
     }
+    let Some((o, _)) = on_docker(&p::starved_lock(), &[], "valid") else {
+        return;
+    };
+    p::lock_starved(&o);
 }

@@ -1,6 +1,6 @@
 //! The faults that make leases lapse in production (issue 37), end to end on the process
 //! backend: a holder starved of CPU (`cpu-starved`), the lock's clock running fast
-//! (`clock-fast-lock`), a shard's commits stalled under a copy (`stall-shard`). Each lease
+//! (`clock-fast-lock`) and the holder's slow (`clock-slow-holder`), a shard's commits stalled under a copy (`stall-shard`). Each lease
 //! only loses data and is valid fenced. And the lock store losing an acknowledged grant in a
 //! crash (`lost-grant`): one token, two holders, rows lost fenced or not. The checks here are
 //! shared with the docker backend's tests (`docker.rs`).
@@ -84,6 +84,16 @@ pub fn clock_ran_fast(o: &Outcome) {
     );
 }
 
+/// The holder's clock ran at 60% (the box that held when the trigger fired), and was set
+/// back; the lock's stamps are its own, right, time.
+pub fn holder_clock_slow(o: &Outcome) {
+    let clock = landed(o, "clock");
+    let target = clock["value"]["target"].as_str().unwrap_or_default();
+    assert!(target.starts_with("box-"), "the holder, resolved: {clock}");
+    assert_eq!(clock["value"]["rate"], 0.6, "{clock}");
+    landed(o, "clock-reset");
+}
+
 /// shard2's commits were held for the stall, by the trigger inside the holder's write.
 pub fn shard_stalled(o: &Outcome) {
     let stall = landed(o, "stall");
@@ -129,6 +139,81 @@ fn a_token_handed_out_twice_defeats_fencing() {
     grant_forgotten(&run("lost-grant", &["--fencing", "on"], "invalid"));
 }
 
+/// One etcd member starved to 5% of a CPU for 10 s under a fenced mover: a lock service's
+/// member is a process a cpu fault lands on, as a box or a Postgres node is.
+const STARVED_LOCK: &str = r#"name = "starved-lock"
+description = "etcd's one member at 5% of a CPU for 10 s, fenced"
+start = "12:00:00"
+end = "12:02:00"
+date = "2026-04-13"
+time_scale_ms = 100
+seed = 7
+
+[data]
+turbines = 12
+seeded_turbines = 8
+rows_per_turbine = 985
+old_divisor = 2
+new_divisor = 3
+ingest_every_s = 2
+
+[lease]
+job = "starved-lock"
+lease_s = 10
+poll_s = 2
+copy_s = 5
+first_token = 7
+batches = 10
+
+[lock]
+service = "etcd"
+
+[mover]
+fencing = "on"
+on_renew_failure = "stop"
+on_lost = "tidy-up"
+election = "lease"
+
+[[fault]]
+at = "12:00:20"
+for_s = 10
+kind = "cpu"
+target = "lock"
+share = 0.05
+"#;
+
+/// The starved-lock scenario, written where a run can read it.
+pub fn starved_lock() -> String {
+    let path = temp_dir("starved-lock-scenario").join("starved-lock.toml");
+    std::fs::write(&path, STARVED_LOCK).unwrap();
+    path.display().to_string()
+}
+
+/// etcd's member was starved through a cgroup (its process's, or its container's) and given
+/// its CPU back; fenced, nothing was lost.
+pub fn lock_starved(o: &Outcome) {
+    println!("{}", o.summary());
+    let cpu = landed(o, "cpu");
+    assert_eq!(cpu["value"]["target"], "lock", "{cpu}");
+    assert!(
+        cpu["value"]["how"]
+            .as_str()
+            .is_some_and(|h| h.contains("cgroup") || h.contains("quota")),
+        "{cpu}"
+    );
+    landed(o, "cpu-restore");
+    assert_eq!(o.verdict["valid"], "valid", "{}", o.verdict);
+    assert_eq!(o.stats["rows_lost"].as_u64(), Some(0));
+}
+
+#[test]
+fn a_lock_service_member_is_starved_of_cpu() {
+    require_mover();
+    let scenario = starved_lock();
+    let (code, dir) = run_scenario("starved-lock", &scenario, &[], "valid");
+    lock_starved(&Outcome::read(code, &dir));
+}
+
 #[test]
 fn a_starved_holder_copies_past_its_lease_and_loses_rows() {
     let o = run("cpu-starved", &[], "invalid");
@@ -154,6 +239,20 @@ fn a_fast_lock_clock_shortens_every_lease_and_loses_rows() {
 fn a_fast_lock_clock_fenced_is_valid_in_real_time() {
     let o = run("clock-fast-lock", &["--fencing", "on"], "valid");
     clock_ran_fast(&o);
+    fenced_refuses(&o, "two-holders");
+}
+
+#[test]
+fn a_slow_holder_clock_paces_a_copy_past_its_lease_and_loses_rows() {
+    let o = run("clock-slow-holder", &[], "invalid");
+    holder_clock_slow(&o);
+    loses_rows(&o, "two-holders");
+}
+
+#[test]
+fn a_slow_holder_clock_fenced_is_refused() {
+    let o = run("clock-slow-holder", &["--fencing", "on"], "valid");
+    holder_clock_slow(&o);
     fenced_refuses(&o, "two-holders");
 }
 

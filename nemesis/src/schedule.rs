@@ -306,6 +306,13 @@ fn on_box_or_node(
             strobe_ms,
             strobe_for_s,
         } => {
+            if topology.members.contains(target) {
+                return Err(NemesisError::Invalid {
+                    index,
+                    kind: kind.clone(),
+                    detail: format!("{target} is a lock service's member; a clock fault moves a box's or a Postgres node's clock (libfaketime: etcd, in Go, reads the kernel's clock past libc, out of its reach)"),
+                });
+            }
             box_or_node(target, role, topology).map_err(|k| unknown("box or node", target, &k))?;
             validate_clock(*offset_ms, *rate, *strobe_ms, *strobe_for_s).map_err(|detail| {
                 NemesisError::Invalid {
@@ -317,7 +324,14 @@ fn on_box_or_node(
             Ok(())
         }
         FaultKind::Cpu { target, share } => {
-            box_or_node(target, role, topology).map_err(|k| unknown("box or node", target, &k))?;
+            // A lock service's member is a process too: it can be starved (not clocked, nor
+            // stalled: it is no Postgres).
+            if !topology.members.contains(target) {
+                box_or_node(target, role, topology).map_err(|mut k| {
+                    k.extend(topology.members.iter().cloned());
+                    unknown("box, node or lock member", target, &k)
+                })?;
+            }
             if !(share.is_finite() && *share > 0.0 && *share <= 64.0) {
                 return Err(NemesisError::Invalid {
                     index,
@@ -704,7 +718,17 @@ mod tests {
         assert_eq!(err(cpu("box-2", 0.05)), "");
         assert_eq!(err(cpu("shard1", 0.5)), "");
         assert!(err(cpu("box-2", 0.0)).contains("share is a part of one CPU"));
-        assert!(err(cpu("lock", 0.1)).contains("unknown box or node 'lock'"));
+        // A lock service's member is a process: starved, yes; moved in time, no.
+        assert_eq!(err(cpu("lock", 0.1)), "");
+        assert!(err(cpu("lock-9", 0.1)).contains("unknown box, node or lock member 'lock-9'"));
+        let lock_clock = FaultKind::Clock {
+            target: "lock".into(),
+            offset_ms: 1_000,
+            rate: None,
+            strobe_ms: None,
+            strobe_for_s: None,
+        };
+        assert!(err(lock_clock).contains("lock is a lock service's member"));
         let stall = |target: &str| FaultKind::Stall {
             target: target.into(),
         };

@@ -17,14 +17,18 @@ use std::time::{Duration, Instant};
 /// How often a running or strobing clock's offset is rewritten, real time.
 pub const TICK: Duration = Duration::from_millis(5);
 
-/// The boxes and nodes a clock fault targets: only they run under libfaketime.
+/// The boxes and nodes a clock fault targets (every box for a role): only they run under
+/// libfaketime.
 pub fn clocked(scenario: &Scenario) -> BTreeSet<String> {
+    let boxes = scenario.topology().boxes;
     scenario
         .faults
         .iter()
-        .filter_map(|f| match &f.kind {
-            FaultKind::Clock { target, .. } => Some(target.clone()),
-            _ => None,
+        .flat_map(|f| match &f.kind {
+            // A role (`holder`) is a box known when its trigger fires: every box may be it.
+            k @ FaultKind::Clock { .. } if k.role().is_some() => boxes.clone(),
+            FaultKind::Clock { target, .. } => vec![target.clone()],
+            _ => vec![],
         })
         .collect()
 }

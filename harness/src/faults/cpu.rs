@@ -1,4 +1,4 @@
-//! The CPU family: a box or a database node starved to a share of one CPU, as under a noisy neighbour, and given its CPU back. On the process backend a cgroup of our own with a CFS quota (v1's `cpu` controller or v2's `cpu.max`), the processes moved in and back out; in containers the container's own cgroup when the engine runs here, else its CPU quota through the engine. The processes are moved in ahead, so only the quota's write lands at the instant.
+//! The CPU family: a box, a database node or a lock service's member starved to a share of one CPU, as under a noisy neighbour, and given its CPU back. On the process backend a cgroup of our own with a CFS quota (v1's `cpu` controller or v2's `cpu.max`), the processes moved in and back out; in containers the container's own cgroup when the engine runs here, else its CPU quota through the engine. The processes are moved in ahead, so only the quota's write lands at the instant.
 
 use super::{at_instant, Applied, Invoke, Nemesis};
 use crate::backend::CpuTarget;
@@ -114,17 +114,17 @@ async fn placed(n: &Nemesis, target: &str) -> Result<Starved, String> {
     }
 }
 
-/// What a cpu fault on `target` lands on while it runs: a box, else a node.
+/// What a cpu fault on `target` lands on while it runs: a box, a lock service's member, else
+/// a database node.
 async fn what(n: &Nemesis, target: &str) -> Result<CpuTarget, String> {
-    match n.movers.cpu_target(target) {
-        Some(t) => Ok(t),
-        None => n
-            .cluster
-            .lock()
-            .await
-            .cpu_target(target)
-            .ok_or_else(|| format!("{target} is not running")),
+    if let Some(t) = n.movers.cpu_target(target) {
+        return Ok(t);
     }
+    let found = match n.lock_server(target) {
+        Some(lock) => lock.lock().await.cpu_target(target),
+        None => n.cluster.lock().await.cpu_target(target),
+    };
+    found.ok_or_else(|| format!("{target} is not running"))
 }
 
 /// Whether a cgroup of ours still holds the target's leading process (a container's is its own).
@@ -149,6 +149,8 @@ pub(super) async fn place_ahead(n: &Nemesis) {
         if let FaultKind::Cpu { target, .. } = &f.kind {
             match f.kind.role() {
                 Some(_) => targets.extend(boxes.iter().cloned()),
+                // The member that leads is known when the fault lands: placed then.
+                None if target == crate::lock::LOCK_LEADER => {}
                 None => {
                     targets.insert(target.clone());
                 }

@@ -89,7 +89,12 @@ async fn crash_now(
     let signalled = Instant::now();
     let stop = async {
         match n.lock_server(target) {
-            Some(lock) => lock.lock().await.stop_member(target, StopMode::Immediate).await,
+            Some(lock) => {
+                lock.lock()
+                    .await
+                    .stop_member(target, StopMode::Immediate)
+                    .await
+            }
             None => {
                 let mut c = n.cluster.lock().await;
                 c.stop_node(target, StopMode::Immediate).await

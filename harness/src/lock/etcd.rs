@@ -179,6 +179,13 @@ impl EtcdServer {
         self.index(node).is_ok()
     }
 
+    /// What a cpu fault on `node` lands on: its server's process (and any children).
+    pub fn cpu_target(&self, node: &str) -> Option<crate::backend::CpuTarget> {
+        let i = self.index(node).ok()?;
+        let pid = self.members[i].child.as_ref()?.id()?;
+        Some(crate::backend::CpuTarget::Tree(pid as i32))
+    }
+
     /// The members' node names, in order.
     pub fn nodes(&self) -> Vec<String> {
         self.members.iter().map(|m| m.node.clone()).collect()

@@ -481,6 +481,19 @@ impl LockServer {
         }
     }
 
+    /// What a cpu fault on member `node` lands on: its server's process, or its container.
+    pub fn cpu_target(&self, node: &str) -> Option<crate::backend::CpuTarget> {
+        match self {
+            LockServer::RoutingDb => None,
+            LockServer::Etcd(e) => e.cpu_target(node),
+            LockServer::EtcdDocker(e) => e.cpu_target(node),
+            LockServer::Redis(r) => r.cpu_target(node),
+            LockServer::RedisDocker(r) => r.cpu_target(node),
+            LockServer::ZkDocker(z) => z.cpu_target(node),
+            LockServer::Zk(z) => z.cpu_target(node),
+        }
+    }
+
     /// A nemesis stop of member `node` (its own server; the routing db is the cluster's).
     pub async fn stop_member(
         &mut self,

@@ -286,6 +286,13 @@ impl RedisServer {
         self.index(node).is_ok()
     }
 
+    /// What a cpu fault on `node` lands on: its server's process (and any children).
+    pub fn cpu_target(&self, node: &str) -> Option<crate::backend::CpuTarget> {
+        let i = self.index(node).ok()?;
+        let pid = self.members[i].child.as_ref()?.id()?;
+        Some(crate::backend::CpuTarget::Tree(pid as i32))
+    }
+
     pub fn describe(&self) -> String {
         let what = if self.members.len() > 1 {
             "a primary and an asynchronous replica"

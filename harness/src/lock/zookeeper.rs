@@ -261,6 +261,13 @@ impl ZkServer {
         self.index(node).is_ok()
     }
 
+    /// What a cpu fault on `node` lands on: its server's process (and any children).
+    pub fn cpu_target(&self, node: &str) -> Option<crate::backend::CpuTarget> {
+        let i = self.index(node).ok()?;
+        let pid = self.members[i].child.as_ref()?.id()?;
+        Some(crate::backend::CpuTarget::Tree(pid as i32))
+    }
+
     /// Spawn member `i` on its data directory and port (a restart keeps both).
     fn spawn(&mut self, i: usize) -> anyhow::Result<()> {
         let m = &self.members[i];

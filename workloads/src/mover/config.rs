@@ -93,6 +93,20 @@ pub struct Args {
     /// How long every database may stay unreachable at start before the mover exits 2.
     #[arg(long, default_value_t = 5000)]
     pub start_timeout_ms: u64,
+    /// The clock the copy's pace is kept by, and so when each renewal after a copy comes.
+    #[arg(long, value_enum, default_value = "monotonic")]
+    pub timer: Timer,
+}
+
+/// `--timer`: which clock paces the copies.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, ValueEnum, serde::Serialize, serde::Deserialize)]
+#[serde(rename_all = "kebab-case")]
+pub enum Timer {
+    /// The monotonic clock: a box's wall clock moving or running fast or slow changes nothing.
+    Monotonic,
+    /// The wall clock, as a mover that reads `time.time()` or `System.currentTimeMillis()`:
+    /// a box's clock running slow stretches every copy, and its renewal comes late.
+    Wall,
 }
 
 /// One shard as `CHAOS_SHARD_URLS` names it.
@@ -142,6 +156,7 @@ pub struct Settings {
     pub shard_timeout: Duration,
     pub shard_retry: Duration,
     pub start_timeout: Duration,
+    pub timer: Timer,
 }
 
 /// A bad input, as the one line printed on stderr before exiting 2.
@@ -450,6 +465,7 @@ impl Settings {
             ),
             shard_retry: Duration::from_millis(args.shard_retry_ms.unwrap_or(lease)),
             start_timeout: Duration::from_millis(args.start_timeout_ms),
+            timer: args.timer,
             env,
         }
     }
@@ -467,6 +483,7 @@ impl Settings {
             ),
             ("election", name(&self.election)),
             ("renew-on-thread", self.renew_on_thread.to_string()),
+            ("timer", name(&self.timer)),
         ])
     }
 }

@@ -1,6 +1,6 @@
 //! The mover's state machine: poll for the claim, hold it and walk the plan (April's order), and every way a holder stops holding. The lock protocol is in `claim`, the shard writes in `shards`.
 
-use super::config::{Election, Fencing, OnLost, OnRenewFailure, Settings};
+use super::config::{Election, Fencing, OnLost, OnRenewFailure, Settings, Timer};
 use super::db::{Db, DbError};
 use super::history::{fenced_message, fenced_value, History};
 use super::pacing::{batch_rows, split_page, Pace, Page};
@@ -189,8 +189,9 @@ pub struct Mover {
     h: History,
     routing: Db,
     shards: BTreeMap<String, Db>,
-    /// Pacing offsets are measured from here.
+    /// Pacing offsets are measured from here, by `--timer`'s clock.
     epoch: Instant,
+    wall_epoch: SystemTime,
     pace: Pace,
     /// `--renew-on-thread`: the task renewing the claim while this box holds it.
     renewer: Option<RenewThread>,
@@ -247,6 +248,7 @@ impl Mover {
             routing,
             shards,
             epoch: Instant::now(),
+            wall_epoch: SystemTime::now(),
             pace,
             s,
             renewer: None,
@@ -278,11 +280,31 @@ impl Mover {
     }
 
     fn now_offset(&self) -> Duration {
-        self.epoch.elapsed()
+        match self.s.timer {
+            Timer::Monotonic => self.epoch.elapsed(),
+            // A clock set back before the start reads as the start.
+            Timer::Wall => SystemTime::now()
+                .duration_since(self.wall_epoch)
+                .unwrap_or_default(),
+        }
     }
 
+    /// Until `at` by `--timer`'s clock: on the wall clock, slept in steps and read again, so a
+    /// clock running slow (or set back) keeps the mover waiting, as it would a mover that
+    /// sleeps until `time.time()` says so.
     async fn sleep_until_offset(&self, at: Duration) {
-        tokio::time::sleep_until(tokio::time::Instant::from_std(self.epoch + at)).await;
+        match self.s.timer {
+            Timer::Monotonic => {
+                tokio::time::sleep_until(tokio::time::Instant::from_std(self.epoch + at)).await
+            }
+            Timer::Wall => loop {
+                let now = self.now_offset();
+                if now >= at {
+                    return;
+                }
+                tokio::time::sleep((at - now).min(Duration::from_millis(20))).await;
+            },
+        }
     }
 
     /// Run to the end; the exit code says how it ended. The stall probe runs

@@ -440,6 +440,12 @@ impl DockerEtcd {
         self.index(node).is_ok()
     }
 
+    /// What a cpu fault on `node` lands on: its container.
+    pub fn cpu_target(&self, node: &str) -> Option<crate::backend::CpuTarget> {
+        let i = self.index(node).ok()?;
+        Some(self.members[i].sup().ok()?.cpu_target())
+    }
+
     /// Where the proxy forwards the boxes' links to `node`: its container's name.
     pub fn upstream(&self, node: &str) -> Option<String> {
         let i = self.index(node).ok()?;

@@ -200,6 +200,11 @@ impl LockBox {
     }
 
     /// The nemesis's pause (SIGSTOP of the server's own process) or resume (SIGCONT); how.
+    /// Its container, for a cpu fault (None: never started).
+    pub fn cpu_target(&self) -> Option<crate::backend::CpuTarget> {
+        self.sup.as_ref().map(Supervised::cpu_target)
+    }
+
     pub async fn pause(&mut self, pause: bool) -> anyhow::Result<&'static str> {
         if !self.running {
             anyhow::bail!("{} is not running", self.node);

@@ -194,6 +194,11 @@ impl DockerRedis {
         self.index(node).is_ok()
     }
 
+    /// What a cpu fault on `node` lands on: its container.
+    pub fn cpu_target(&self, node: &str) -> Option<crate::backend::CpuTarget> {
+        self.members[self.index(node).ok()?].cpu_target()
+    }
+
     /// Where the proxy forwards the boxes' links: the primary's container (the floating
     /// address: `lock` is whichever member is the primary now).
     pub fn upstream(&self) -> String {

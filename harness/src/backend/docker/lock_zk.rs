@@ -207,6 +207,11 @@ impl DockerZk {
         self.index(node).is_ok()
     }
 
+    /// What a cpu fault on `node` lands on: its container.
+    pub fn cpu_target(&self, node: &str) -> Option<crate::backend::CpuTarget> {
+        self.members[self.index(node).ok()?].cpu_target()
+    }
+
     /// Where the proxy forwards the boxes' links to `node`: its container's name.
     pub fn upstream(&self, node: &str) -> Option<String> {
         let i = self.index(node).ok()?;

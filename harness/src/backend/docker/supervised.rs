@@ -26,6 +26,14 @@ pub(super) const PAUSED_BY_SIGSTOP: &str = "SIGSTOP";
 pub(super) const PAUSED_BY_FREEZER: &str = "freezer";
 
 impl Supervised {
+    /// Its container, for a cpu fault.
+    pub(super) fn cpu_target(&self) -> crate::backend::CpuTarget {
+        crate::backend::CpuTarget::Container {
+            docker: self.docker.clone(),
+            id: self.id.clone(),
+        }
+    }
+
     pub(super) async fn new(docker: &Docker, id: &str, server: &'static str) -> Supervised {
         Supervised {
             docker: docker.clone(),
