@@ -53,11 +53,7 @@ async fn stop(
     if matches!(mode, StopMode::Immediate) && at <= Instant::now() {
         return crash_now(n, target, held, invoke).await;
     }
-    let links = n
-        .links
-        .cut_node(held, target)
-        .await
-        .map_err(|e| format!("cutting the links to {target}: {e}"))?;
+    let links = cut(n, held, target).await?;
     if links == 0 {
         // Nothing was held until the instant: wait for it here.
         tokio::time::sleep_until(at.into()).await;
@@ -65,11 +61,7 @@ async fn stop(
     let landed = held.landed();
     invoke.fire();
     let began = Instant::now();
-    match n.lock_server(target) {
-        Some(lock) => lock.lock().await.stop_member(target, mode).await,
-        None => n.cluster.lock().await.stop_node(target, mode).await,
-    }
-    .map_err(|e| e.to_string())?;
+    stop_server(n, target, mode).await?;
     Ok(Applied {
         extra: json!({ "links_cut": links, "stopped_real_ms": began.elapsed().as_millis() as u64 }),
         landed,
@@ -87,28 +79,10 @@ async fn crash_now(
 ) -> Result<Applied, String> {
     invoke.fire();
     let signalled = Instant::now();
-    let stop = async {
-        match n.lock_server(target) {
-            Some(lock) => {
-                lock.lock()
-                    .await
-                    .stop_member(target, StopMode::Immediate)
-                    .await
-            }
-            None => {
-                let mut c = n.cluster.lock().await;
-                c.stop_node(target, StopMode::Immediate).await
-            }
-        }
-        .map_err(|e| e.to_string())
-    };
-    let cut = async {
-        n.links
-            .cut_node(held, target)
-            .await
-            .map_err(|e| format!("cutting the links to {target}: {e}"))
-    };
-    let (links, stopped) = tokio::join!(cut, stop);
+    let (links, stopped) = tokio::join!(
+        cut(n, held, target),
+        stop_server(n, target, StopMode::Immediate)
+    );
     let (links, ()) = (links?, stopped?);
     Ok(Applied {
         extra: json!({
@@ -118,6 +92,23 @@ async fn crash_now(
         }),
         landed: Some(signalled),
     })
+}
+
+/// Every link to `target` cut (through `held`): how many.
+async fn cut(n: &Nemesis, held: &ToxiproxyClient, target: &str) -> Result<usize, String> {
+    n.links
+        .cut_node(held, target)
+        .await
+        .map_err(|e| format!("cutting the links to {target}: {e}"))
+}
+
+/// The server of `target` stopped: a lock service's member, else a database node.
+async fn stop_server(n: &Nemesis, target: &str, mode: StopMode) -> Result<(), String> {
+    match n.lock_server(target) {
+        Some(lock) => lock.lock().await.stop_member(target, mode).await,
+        None => n.cluster.lock().await.stop_node(target, mode).await,
+    }
+    .map_err(|e| e.to_string())
 }
 
 /// Started early by its measured start time; its clients get it back at the instant. Which
