@@ -191,7 +191,7 @@ impl Links {
     /// Cut `link` through `c` (new connections refused, open ones closed): a `down` fault,
     /// which a node's restart must not undo.
     pub async fn down_with(&self, c: &ToxiproxyClient, link: &str) -> anyhow::Result<()> {
-        all(self.proxies(link).iter().map(|p| c.down(p))).await?;
+        c.down_all(&self.proxies(link)).await?;
         self.downed.lock().unwrap().insert(link.to_string());
         Ok(())
     }
@@ -259,7 +259,9 @@ impl Links {
     pub async fn cut_node(&self, c: &ToxiproxyClient, node: &str) -> anyhow::Result<usize> {
         let links = self.links_to(node);
         let names: Vec<String> = links.iter().flat_map(|l| self.proxies(l)).collect();
-        all(names.iter().map(|n| c.down(n))).await?;
+        if !names.is_empty() {
+            c.down_all(&names).await?;
+        }
         let n = links.len();
         self.cut.lock().unwrap().insert(node.to_string(), links);
         Ok(n)
@@ -276,7 +278,9 @@ impl Links {
             links.into_iter().filter(|l| !downed.contains(l)).collect()
         };
         let names: Vec<String> = open.iter().flat_map(|l| self.proxies(l)).collect();
-        all(names.iter().map(|n| c.up(n))).await?;
+        if !names.is_empty() {
+            c.up_all(&names).await?;
+        }
         let downed_since: Vec<String> = {
             let downed = self.downed.lock().unwrap();
             open.iter()

@@ -357,22 +357,31 @@ impl Movers {
 
     /// Signal a box's mover (its process group, or its container).
     pub async fn signal(&self, box_name: &str, sig: i32, freezer: bool) -> anyhow::Result<()> {
+        self.signaller_for(box_name, sig)?
+            .signal(sig, freezer)
+            .await
+            .map_err(|e| anyhow::anyhow!("{box_name}: {e}"))
+    }
+
+    /// What signals a box's mover while it runs, for `sig` about to be sent (a SIGKILL is
+    /// noted as the nemesis's, so its exit is not the mover's own).
+    pub fn signaller_for(
+        &self,
+        box_name: &str,
+        sig: i32,
+    ) -> anyhow::Result<crate::backend::Signaller> {
         if sig == libc::SIGKILL {
             self.killed_by_nemesis
                 .lock()
                 .unwrap()
                 .insert(box_name.to_string());
         }
-        let s = self
-            .running_now
+        self.running_now
             .lock()
             .unwrap()
             .get(box_name)
             .cloned()
-            .ok_or_else(|| anyhow::anyhow!("{box_name} is not running"))?;
-        s.signal(sig, freezer)
-            .await
-            .map_err(|e| anyhow::anyhow!("{box_name}: {e}"))
+            .ok_or_else(|| anyhow::anyhow!("{box_name} is not running"))
     }
 
     /// What a cpu fault on `box_name` lands on, while it runs (None: not a running box).

@@ -190,7 +190,11 @@ pub fn starved_lock() -> String {
 }
 
 /// etcd's member was starved through a cgroup (its process's, or its container's) and given
-/// its CPU back; fenced, nothing was lost.
+/// its CPU back; fenced, nothing was lost and no stale write was accepted. The harness's
+/// observer hears a starved member's grants late (its watch waits on the member's CPU: 1 s
+/// once, over the 25 ms `SEEN_LATE_NS` allows), so a new holder's first writes may come
+/// before the grant it heard: unattributed (`token-before-grant`, info) and the verdict
+/// unknown, never invalid.
 pub fn lock_starved(o: &Outcome) {
     println!("{}", o.summary());
     let cpu = landed(o, "cpu");
@@ -202,8 +206,23 @@ pub fn lock_starved(o: &Outcome) {
         "{cpu}"
     );
     landed(o, "cpu-restore");
-    assert_eq!(o.verdict["valid"], "valid", "{}", o.verdict);
+    let valid = o.verdict["valid"].as_str().unwrap_or_default();
+    assert!(matches!(valid, "valid" | "unknown"), "{}", o.verdict);
+    if valid == "unknown" {
+        let heard_late = |a: &Value| {
+            a["class"] == "unattributed-write"
+                && a["evidence"]["writes"]
+                    .as_array()
+                    .is_some_and(|w| w.iter().all(|w| w["why"] == "token-before-grant"))
+        };
+        let anomalies = o.verdict["anomalies"]
+            .as_array()
+            .cloned()
+            .unwrap_or_default();
+        assert!(anomalies.iter().all(heard_late), "{}", o.verdict);
+    }
     assert_eq!(o.stats["rows_lost"].as_u64(), Some(0));
+    assert_eq!(o.stats["stale_writes_accepted"].as_u64(), Some(0));
 }
 
 #[test]

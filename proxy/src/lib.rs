@@ -1,5 +1,6 @@
 //! Toxiproxy-compatible fault-injecting TCP proxy, plus the project's one toxiproxy_rust wrapper.
 
+pub mod applied;
 pub mod bench;
 pub mod client;
 pub mod error;

@@ -562,3 +562,62 @@ async fn slicer_delivers_every_byte_in_order() {
     round_trip(&mut s, &payload).await;
     f.server.shutdown().await;
 }
+
+/// Several held changes go in one burst: a node's links cut together all land at or after
+/// their instant, and our API says when each change took effect (`x-chaos-applied-mono-ns`,
+/// on this host's monotonic clock, between the request's last byte and the answer).
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn held_changes_together_and_the_api_says_when_each_took_effect() {
+    let f = fixture().await;
+    let upstream = f.client.get("pg").await.unwrap().upstream;
+    for name in ["pg-2", "pg-3"] {
+        f.client
+            .create_proxy(name, "127.0.0.1:0", &upstream)
+            .await
+            .unwrap();
+    }
+    let names: Vec<String> = ["pg", "pg-2", "pg-3"].map(String::from).to_vec();
+    let at = Instant::now() + Duration::from_millis(80);
+    let held = f.client.held_until(at, None, None);
+    let downed = held.down_all(&names).await.unwrap();
+    let returned = Instant::now();
+    assert!(downed.iter().all(|p| !p.enabled), "{downed:?}");
+    let landed = held.landed().expect("the changes were made");
+    assert!(
+        landed >= at && landed <= returned,
+        "landed outside its call"
+    );
+    for name in &names {
+        assert!(
+            !f.client.get(name).await.unwrap().enabled,
+            "{name} still enabled"
+        );
+    }
+
+    // The stamp itself, on a raw answer to a change.
+    use std::io::{Read, Write};
+    let before = chaos_proxy::applied::now_ns();
+    let mut raw = std::net::TcpStream::connect(f.server.api_addr()).unwrap();
+    let body = r#"{"enabled":true}"#;
+    write!(
+        raw,
+        "POST /proxies/pg HTTP/1.1\r\nHost: x\r\nConnection: close\r\nContent-Length: {}\r\n\r\n{body}",
+        body.len()
+    )
+    .unwrap();
+    let mut answer = String::new();
+    raw.read_to_string(&mut answer).unwrap();
+    let after = chaos_proxy::applied::now_ns();
+    let stamp: u64 = answer
+        .lines()
+        .find_map(|l| l.strip_prefix(&format!("{}: ", chaos_proxy::applied::HEADER)))
+        .expect("a change's answer carries its stamp")
+        .trim()
+        .parse()
+        .unwrap();
+    assert!(
+        before <= stamp && stamp <= after,
+        "stamp {stamp} outside [{before}, {after}]"
+    );
+    f.server.shutdown().await;
+}

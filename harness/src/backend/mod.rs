@@ -92,6 +92,31 @@ pub const STOP_TIMEOUT: Duration = Duration::from_secs(20);
 /// A mover's output stream (its history lines).
 pub type MoverStdout = Box<dyn AsyncRead + Send + Unpin>;
 
+/// A database's stop as kill(2)s from this host, sent at its instant from a thread woken then:
+/// the supervisor's own signal first (our image's, which then keeps the container up), then
+/// the postmaster's (SIGINT fast: new connections refused and sessions ended at once;
+/// SIGQUIT immediate: a crash). The stop lands with the postmaster's signal.
+pub struct StopSignal {
+    pub(crate) supervisor: Option<(i32, i32)>,
+    pub(crate) postmaster: (i32, i32),
+}
+
+impl StopSignal {
+    pub fn send(&self) -> Result<(), String> {
+        for (pid, sig) in self.supervisor.iter().chain([&self.postmaster]) {
+            // SAFETY: kill(2) on a postmaster this harness started, or on the supervisor of its
+            // container, both checked when this was made.
+            if unsafe { libc::kill(*pid, *sig) } != 0 {
+                return Err(format!(
+                    "signal {sig} to pid {pid}: {}",
+                    std::io::Error::last_os_error()
+                ));
+            }
+        }
+        Ok(())
+    }
+}
+
 /// A running cluster of databases (and, for docker, the proxy container).
 pub enum Cluster {
     Process(process::ProcessCluster),
@@ -194,11 +219,28 @@ impl Cluster {
         }
     }
 
-    /// `node`'s postmaster, when it is a process of this host (the process backend's).
+    /// `node`'s postmaster, when it is a process of this host (the process backend's, or in
+    /// a container of our image on this host's engine).
     pub fn server_pid(&self, node: &str) -> Option<i32> {
         match self {
             Cluster::Process(c) => Some(c.nodes.get(node)?.pid()? as i32),
-            Cluster::Docker(_) => None,
+            Cluster::Docker(c) => c.server_pid(node),
+        }
+    }
+
+    /// `node`'s stop as signals this host sends itself (see [`StopSignal`]); None when it
+    /// goes through an engine's API or an image that does not take them.
+    pub fn stop_signal(&self, node: &str, mode: StopMode) -> Option<StopSignal> {
+        let own = match mode {
+            StopMode::Fast => libc::SIGINT,
+            StopMode::Immediate => libc::SIGQUIT,
+        };
+        match self {
+            Cluster::Process(_) => Some(StopSignal {
+                supervisor: None,
+                postmaster: (self.server_pid(node)?, own),
+            }),
+            Cluster::Docker(c) => c.stop_signal(node, mode, own),
         }
     }
 
@@ -346,16 +388,32 @@ impl Signaller {
     /// SIGSTOP/SIGCONT/SIGKILL...; `freezer` asks docker for the cgroup freezer instead of a signal.
     pub async fn signal(&self, sig: i32, freezer: bool) -> anyhow::Result<()> {
         match self {
-            Signaller::Process(pid) => {
-                if unsafe { libc::kill(-*pid, sig) } != 0 {
-                    anyhow::bail!(
-                        "signal {sig} to process group {pid}: {}",
-                        std::io::Error::last_os_error()
-                    );
-                }
-                Ok(())
-            }
+            Signaller::Process(_) => self.signal_now(sig).expect("a process is signalled here"),
             Signaller::Docker(s) => s.signal(sig, freezer).await,
+        }
+    }
+
+    /// `sig` sent now, synchronously, where it goes straight to the process (kill(2)): the
+    /// process backend's group, a container's main process on this host's engine. None: it
+    /// goes through the engine's API ([`Signaller::signal`]).
+    pub fn signal_now(&self, sig: i32) -> Option<anyhow::Result<()>> {
+        match self {
+            // SAFETY: kill(2) on the process group of a mover this harness started.
+            Signaller::Process(pid) => Some(match unsafe { libc::kill(-*pid, sig) } {
+                0 => Ok(()),
+                _ => Err(anyhow::anyhow!(
+                    "signal {sig} to process group {pid}: {}",
+                    std::io::Error::last_os_error()
+                )),
+            }),
+            Signaller::Docker(s) => s.signal_now(sig),
+        }
+    }
+
+    /// After a SIGKILL sent by [`Signaller::signal_now`]: a frozen container is thawed so it dies.
+    pub async fn after_kill(&self) {
+        if let Signaller::Docker(s) = self {
+            s.after_kill().await;
         }
     }
 

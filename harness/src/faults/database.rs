@@ -1,13 +1,14 @@
-//! The database family: a server stopped (fast shutdown) or crashed (immediate), and started again with its data; its links are cut and opened at the instant.
+//! The database family: a server stopped (fast shutdown) or crashed (immediate), and started again with its data; it is signalled and its links cut at the instant, and opened at the start's.
 
-use super::{Applied, Invoke, Nemesis, PREPARE};
+use super::{at_instant, Applied, Invoke, Nemesis, PREPARE};
 use crate::pg::StopMode;
 use chaos_nemesis::{FaultKind, NemesisOp};
 use chaos_proxy::ToxiproxyClient;
 use serde_json::json;
 use std::time::{Duration, Instant};
 
-/// A stop cuts the links through a held proxy change (`PREPARE` ahead); a start is begun
+/// A stop is signalled from a thread woken at its instant, its links cut through a held proxy
+/// change (both begun `PREPARE` ahead); a start is begun
 /// earlier by twice the node's last start, so one that runs long still opens its links on
 /// time and one that is quick waits, unreachable, for the instant.
 pub(super) async fn lead(n: &Nemesis, op: &NemesisOp) -> Duration {
@@ -36,8 +37,11 @@ pub(super) async fn apply(
     }
 }
 
-/// Its clients lose the database at the instant (the links are cut), then the server stops:
-/// fast (a clean shutdown) or immediate (a crash).
+/// The server is signalled at the instant from this host where it can be (a database node:
+/// its postmaster, see [`crate::backend::StopSignal`]), its links cut meanwhile; it lands
+/// with the signal. Else (a lock service's member, an engine elsewhere) its clients lose it at
+/// the instant through a held proxy change, then the server stops: fast (a clean shutdown) or
+/// immediate (a crash); a crash whose instant is already here is signalled first.
 async fn stop(
     n: &Nemesis,
     kind: &FaultKind,
@@ -50,8 +54,18 @@ async fn stop(
         FaultKind::Crash { .. } => StopMode::Immediate,
         _ => StopMode::Fast,
     };
+    let signal = match n.lock_server(target) {
+        Some(_) => None,
+        None => n.cluster.lock().await.stop_signal(target, mode),
+    };
+    if let Some(signal) = signal {
+        let sent = at_instant(at, invoke, move || signal.send().map(|()| Instant::now())).await;
+        let signalled = sent.map_err(|e| format!("stopping {target}: {e}"))?;
+        return signalled_first(n, target, mode, held, signalled).await;
+    }
     if matches!(mode, StopMode::Immediate) && at <= Instant::now() {
-        return crash_now(n, target, held, invoke).await;
+        invoke.fire();
+        return signalled_first(n, target, mode, held, Instant::now()).await;
     }
     let links = cut(n, held, target).await?;
     if links == 0 {
@@ -68,21 +82,17 @@ async fn stop(
     })
 }
 
-/// A crash whose instant is already here (a trigger fired): the server is signalled at once,
-/// its links cut meanwhile. Its death is the fault: it lands with the signal, not with the
-/// last of the proxy's answers (five links' cuts took 2-8 ms after a trigger).
-async fn crash_now(
+/// The stop's death is the fault: it lands with the signal (`signalled`, sent already or by
+/// `stop_server` now), not with the last of the proxy's answers (five links' cuts took 2-8 ms
+/// after a trigger). The links are cut meanwhile; the server is waited for until it is gone.
+async fn signalled_first(
     n: &Nemesis,
     target: &str,
+    mode: StopMode,
     held: &ToxiproxyClient,
-    invoke: &Invoke,
+    signalled: Instant,
 ) -> Result<Applied, String> {
-    invoke.fire();
-    let signalled = Instant::now();
-    let (links, stopped) = tokio::join!(
-        cut(n, held, target),
-        stop_server(n, target, StopMode::Immediate)
-    );
+    let (links, stopped) = tokio::join!(cut(n, held, target), stop_server(n, target, mode));
     let (links, ()) = (links?, stopped?);
     Ok(Applied {
         extra: json!({

@@ -1,15 +1,17 @@
 //! The signal family: a mover paused (SIGSTOP, or the docker cgroup freezer) and resumed, or killed (SIGKILL) and started again; a lock service's member the same (its server's own process).
 
-use super::{Applied, Invoke, Nemesis, PREPARE};
+use super::{at_instant, Applied, Invoke, Nemesis, PREPARE};
 use chaos_nemesis::{FaultKind, NemesisOp};
 use serde_json::{json, Value};
 use std::time::{Duration, Instant};
 
-/// A signal is instant; a restarted mover is started ahead and held at its gate (connected).
+/// A signal is sent from a thread woken at its instant (begun `PREPARE` ahead: tokio's timer
+/// wakes to the millisecond); a restarted mover is started ahead and held at its gate
+/// (connected).
 pub(super) fn lead(n: &Nemesis, op: &NemesisOp) -> Duration {
     match (&op.kind, op.heal) {
         (FaultKind::Kill { .. }, true) => PREPARE + n.movers.prepare_lead(),
-        _ => Duration::ZERO,
+        _ => PREPARE,
     }
 }
 
@@ -31,26 +33,18 @@ pub(super) async fn apply(
     if let (FaultKind::Kill { .. }, true) = (&op.kind, op.heal) {
         return restart(n, target, at, invoke).await;
     }
-    tokio::time::sleep_until(at.into()).await;
-    invoke.fire();
-    let signal = |sig, freezer| async move {
-        n.movers
-            .signal(target, sig, freezer)
-            .await
-            .map_err(|e| e.to_string())
+    let (sig, freezer) = match (&op.kind, op.heal) {
+        (FaultKind::Pause { freezer, .. }, false) => (libc::SIGSTOP, *freezer),
+        (FaultKind::Pause { freezer, .. }, true) => (libc::SIGCONT, *freezer),
+        (FaultKind::Kill { .. }, _) => (libc::SIGKILL, false),
+        (other, _) => return Err(format!("{} is not a signal fault", other.verb())),
     };
-    match (&op.kind, op.heal) {
-        (FaultKind::Pause { freezer, .. }, false) => {
-            signal(libc::SIGSTOP, *freezer).await?;
-            let how = if *freezer { "freezer" } else { "SIGSTOP" };
-            Ok(Applied::now(json!({ "how": how })))
-        }
-        (FaultKind::Pause { freezer, .. }, true) => {
-            signal(libc::SIGCONT, *freezer).await?;
-            Ok(Applied::now(Value::Null))
+    let landed = send(n, target, sig, freezer, at, invoke).await?;
+    let extra = match (&op.kind, op.heal) {
+        (FaultKind::Pause { .. }, false) => {
+            json!({ "how": if freezer { "freezer" } else { "SIGSTOP" } })
         }
         (FaultKind::Kill { .. }, _) => {
-            signal(libc::SIGKILL, false).await?;
             let restarts = n
                 .scenario
                 .faults
@@ -62,10 +56,49 @@ pub(super) async fn apply(
                 // happens (a mover that had already exited is not started again).
                 n.movers.owe_restart(target);
             }
-            Ok(Applied::now(Value::Null))
+            Value::Null
         }
-        (other, _) => Err(format!("{} is not a signal fault", other.verb())),
+        _ => Value::Null,
+    };
+    Ok(Applied { extra, landed })
+}
+
+/// `sig` to `target`'s mover at the instant: kill(2) from a thread woken at real-time priority
+/// where the process is reachable (as a held proxy change lands), else through the engine's
+/// API (a freezer, an engine elsewhere) once tokio's timer wakes. When it landed, if known.
+async fn send(
+    n: &Nemesis,
+    target: &str,
+    sig: i32,
+    freezer: bool,
+    at: Instant,
+    invoke: &Invoke,
+) -> Result<Option<Instant>, String> {
+    // The mover is looked up at the instant (a restart meanwhile gives it a new process).
+    let (movers, name) = (n.movers.clone(), target.to_string());
+    let sent = at_instant(at, invoke, move || {
+        let s = movers.signaller_for(&name, sig)?;
+        let sent = match freezer {
+            true => None,
+            false => s.signal_now(sig).map(|r| r.map(|()| Instant::now())),
+        };
+        anyhow::Ok((s, sent))
+    })
+    .await;
+    let (s, sent) = sent.map_err(|e| e.to_string())?;
+    let landed = match sent {
+        Some(r) => Some(r.map_err(|e| format!("{target}: {e}"))?),
+        None => {
+            s.signal(sig, freezer)
+                .await
+                .map_err(|e| format!("{target}: {e}"))?;
+            None
+        }
+    };
+    if sig == libc::SIGKILL {
+        s.after_kill().await;
     }
+    Ok(landed)
 }
 
 /// A killed mover started again: started now and held at its gate, let go at the instant. A
@@ -91,8 +124,8 @@ async fn restart(
     if let Err(e) = n.movers.prepare(target).await {
         eprintln!("chaos: {target}: could not start ahead of its restart: {e}");
     }
-    tokio::time::sleep_until(at.into()).await;
-    invoke.fire();
+    // Woken at the instant by a thread of its own (tokio's timer wakes to the millisecond).
+    at_instant(at, invoke, || ()).await;
     let began = Instant::now();
     // The owed restart is paid once the mover runs (or cannot be started), not when its task
     // wakes ahead of the instant: until then the run is not over.

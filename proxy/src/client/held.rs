@@ -23,7 +23,8 @@ pub(super) struct Hold {
     on_release: Arc<Mutex<Option<OnRelease>>>,
     /// Set by the caller to call the change off while it waits.
     cancel: Option<Arc<AtomicBool>>,
-    /// When the last change of the call was answered (the server applies it before answering).
+    /// When the last change of the call took effect: the proxy's stamp (`crate::applied`),
+    /// else when it was answered (the server applies it before answering).
     landed: Arc<Mutex<Option<Instant>>>,
 }
 
@@ -52,6 +53,15 @@ impl Hold {
         &self,
         f: impl FnOnce() -> Result<T, ClientError>,
     ) -> Result<T, ClientError> {
+        self.change_stamped(|| f().map(|t| (t, None)))
+    }
+
+    /// [`Hold::change`] for a change that may say when it took effect (the proxy's stamp,
+    /// [`crate::applied`]): noted as landed then rather than when it was answered.
+    pub(super) fn change_stamped<T>(
+        &self,
+        f: impl FnOnce() -> Result<(T, Option<Instant>), ClientError>,
+    ) -> Result<T, ClientError> {
         // A held change's thread wakes and sends at real-time priority (see crate::realtime),
         // then goes back to normal: it is a pool thread.
         let realtime = self.until.is_some() && crate::realtime::raise_current_thread();
@@ -62,7 +72,10 @@ impl Hold {
         out
     }
 
-    fn change_now<T>(&self, f: impl FnOnce() -> Result<T, ClientError>) -> Result<T, ClientError> {
+    fn change_now<T>(
+        &self,
+        f: impl FnOnce() -> Result<(T, Option<Instant>), ClientError>,
+    ) -> Result<T, ClientError> {
         if let Some(at) = self.until {
             let now = Instant::now();
             if at > now {
@@ -79,11 +92,11 @@ impl Hold {
         if let Some(release) = self.on_release.lock().unwrap().take() {
             release();
         }
-        let out = f();
-        let now = Instant::now();
+        let (out, applied) = f()?;
+        let now = applied.unwrap_or_else(Instant::now);
         let mut landed = self.landed.lock().unwrap();
         *landed = Some(landed.map_or(now, |l| l.max(now)));
-        out
+        Ok(out)
     }
 }
 
@@ -94,8 +107,9 @@ struct Prepared {
 }
 
 impl Prepared {
-    /// Read the whole answer (the request said `Connection: close`); its body, or the error.
-    fn answer(mut self) -> Result<String, ClientError> {
+    /// Read the whole answer (the request said `Connection: close`); its body and the
+    /// proxy's stamp of when the change took effect (none from a real Toxiproxy), or the error.
+    fn answer(mut self) -> Result<(String, Option<u64>), ClientError> {
         use std::io::Read;
         let mut raw = Vec::new();
         self.stream
@@ -114,12 +128,18 @@ impl Prepared {
             let l = l.to_ascii_lowercase();
             l.starts_with("transfer-encoding:") && l.contains("chunked")
         });
+        let stamp = head.lines().find_map(|l| {
+            let (name, value) = l.split_once(':')?;
+            name.trim()
+                .eq_ignore_ascii_case(crate::applied::HEADER)
+                .then(|| value.trim().parse().ok())?
+        });
         let body = if chunked {
             dechunk(body)
         } else {
             body.to_string()
         };
-        api_answer(status, body)
+        Ok((api_answer(status, body)?, stamp))
     }
 }
 
@@ -196,13 +216,25 @@ pub(super) fn send_held(
     for (method, path, body) in requests {
         ready.push(prepare(base, method, path, body.as_ref())?);
     }
-    hold.change(|| {
+    hold.change_stamped(|| {
         use std::io::Write;
+        let released = Instant::now();
         for r in ready.iter_mut() {
             r.stream
                 .write_all(&[r.last])
                 .map_err(|e| ClientError::Transport(e.to_string()))?;
         }
-        ready.into_iter().map(Prepared::answer).collect()
+        let answers = ready
+            .into_iter()
+            .map(Prepared::answer)
+            .collect::<Result<Vec<_>, _>>()?;
+        // Landed when the last change took effect, if every answer says when, believably.
+        let answered = Instant::now();
+        let applied = answers
+            .iter()
+            .map(|(_, ns)| crate::applied::instant_of((*ns)?, released, answered))
+            .collect::<Option<Vec<_>>>()
+            .and_then(|at| at.into_iter().max());
+        Ok((answers.into_iter().map(|(body, _)| body).collect(), applied))
     })
 }

@@ -108,15 +108,25 @@ impl ToxiproxyClient {
 
     /// Disable the proxy: the listener closes and open connections are cut.
     pub async fn down(&self, proxy: &str) -> Result<ProxyInfo, ClientError> {
-        let proxy = proxy.to_string();
-        self.call(move |c, hold| c.set_enabled(&proxy, false, hold))
-            .await
+        Ok(self.down_all(&[proxy.to_string()]).await?.remove(0))
     }
 
     /// Enable the proxy again (same listen address).
     pub async fn up(&self, proxy: &str) -> Result<ProxyInfo, ClientError> {
-        let proxy = proxy.to_string();
-        self.call(move |c, hold| c.set_enabled(&proxy, true, hold))
+        Ok(self.up_all(&[proxy.to_string()]).await?.remove(0))
+    }
+
+    /// Disable several proxies at once: held, their changes are sent together at the instant.
+    pub async fn down_all(&self, proxies: &[String]) -> Result<Vec<ProxyInfo>, ClientError> {
+        let proxies = proxies.to_vec();
+        self.call(move |c, hold| c.set_enabled(&proxies, false, hold))
+            .await
+    }
+
+    /// Enable several proxies at once (see [`ToxiproxyClient::down_all`]).
+    pub async fn up_all(&self, proxies: &[String]) -> Result<Vec<ProxyInfo>, ClientError> {
+        let proxies = proxies.to_vec();
+        self.call(move |c, hold| c.set_enabled(&proxies, true, hold))
             .await
     }
 

@@ -238,8 +238,18 @@ async fn handle(req: Request<Incoming>, shared: Arc<Shared>) -> Resp {
         Ok(Err(e)) => return error_resp(&ApiErr::bad_body(e)),
         Err(_) => return error_resp(&ApiErr::bad_body("read timeout")),
     };
+    let changes = method != Method::GET;
     match tokio::time::timeout(HANDLER_TIMEOUT, dispatch(route, method, body, &shared)).await {
-        Ok(r) => r,
+        Ok(mut r) => {
+            if changes {
+                // When the change took effect, for a held client (crate::applied).
+                let ns = crate::applied::now_ns().to_string();
+                if let Ok(v) = HeaderValue::from_str(&ns) {
+                    r.headers_mut().insert(crate::applied::HEADER, v);
+                }
+            }
+            r
+        }
         Err(_) => empty(StatusCode::SERVICE_UNAVAILABLE),
     }
 }

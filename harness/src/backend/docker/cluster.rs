@@ -3,6 +3,7 @@
 use super::containers::*;
 use super::engine;
 use super::movers::{DockerLauncher, LauncherInner, MoverShared};
+use super::supervised::Supervised;
 use crate::link_events::EVENTS_PORT;
 
 /// One database container.
@@ -12,6 +13,9 @@ pub(super) struct DbNode {
     pub(super) host_port: u16,
     pub(super) running: bool,
     pub(super) last_start: Duration,
+    /// Postgres under our image's supervisor, signalled from this host (`supervised.rs`), when
+    /// the image takes the signals and the engine runs here.
+    pub(super) sup: Option<Supervised>,
 }
 
 /// The run's databases and proxy, in containers on the run's network.
@@ -22,6 +26,8 @@ pub struct DockerCluster {
     pub(super) images: Images,
     /// The postgres image takes `SIGNALS_LABEL`'s signals: a stop keeps the container running.
     pub(super) db_signals: bool,
+    /// Its supervisor also lets a stop's signal go to postgres itself (`DIRECT_LABEL`).
+    pub(super) db_direct: bool,
     /// Databases keep their data on a tmpfs (`pg_data_on_tmpfs`), not a volume.
     pub(super) pg_tmpfs: bool,
     pub(super) nodes: BTreeMap<String, DbNode>,
@@ -30,6 +36,9 @@ pub struct DockerCluster {
     pub(super) proxy_api_host_port: u16,
     /// The host port of our proxy's link events (`chaos proxy --events`).
     pub(super) proxy_events_host_port: u16,
+    /// The proxy container's own address when the host reaches it: its API and events are
+    /// read there, with no docker-proxy between (a held change lands a hop sooner).
+    pub(super) proxy_direct: Option<String>,
     /// Link name -> its port inside the proxy container.
     pub(super) link_index: HashMap<String, u16>,
     /// Port inside the proxy container -> 127.0.0.1 port on the host.
@@ -53,6 +62,8 @@ impl DockerCluster {
             require_image(&engine.docker, image).await?;
         }
         let db_signals = takes_db_signals(&engine.docker, &images.postgres).await;
+        let db_direct =
+            db_signals && has_label(&engine.docker, &images.postgres, DIRECT_LABEL).await;
         let setting = std::env::var("CHAOS_DOCKER_PG_DATA").ok();
         let pg_tmpfs = pg_data_on_tmpfs(setting.as_deref(), &images.postgres, db_signals)?;
         let bin_dir = folder_and_name(&chaos_binary()?)?.0;
@@ -67,12 +78,14 @@ impl DockerCluster {
             network: network.clone(),
             images,
             db_signals,
+            db_direct,
             pg_tmpfs,
             nodes: BTreeMap::new(),
             proxy: None,
             proxy_name: docker_name(&spec.run_id, "proxy"),
             proxy_api_host_port: free()?,
             proxy_events_host_port: free()?,
+            proxy_direct: None,
             link_index: HashMap::new(),
             link_host_ports: HashMap::new(),
             start_time: Duration::ZERO,
@@ -129,7 +142,13 @@ impl DockerCluster {
             }
         }
         match proxy {
-            Ok(c) => self.proxy = Some(c),
+            Ok(c) => {
+                if let Some(ip) = container_ip(&self.engine.docker, c.id()).await {
+                    let direct = format!("{ip}:{PROXY_API_PORT}");
+                    self.proxy_direct = proxy_answers(&direct).await.then_some(ip);
+                }
+                self.proxy = Some(c);
+            }
             Err(e) => first_error = first_error.or(Some(e)),
         }
         match first_error {
@@ -152,6 +171,7 @@ impl DockerCluster {
         let run_id = self.run_id.clone();
         let tmpfs = self.pg_tmpfs;
         let log_dir = self.log_dir.clone();
+        let (docker, supervised) = (self.engine.docker.clone(), self.db_signals);
         async move {
             // Our image and postgres:16 both take extra `-c` settings as arguments; the unix
             // socket setting is left out (postgres:16's init needs its socket).
@@ -210,7 +230,12 @@ impl DockerCluster {
                 host_port,
                 running: true,
                 last_start: Duration::ZERO,
+                sup: None,
             };
+            if supervised {
+                let sup = Supervised::new(&docker, &db.id, "postgres").await;
+                db.sup = sup.on_this_host().then_some(sup);
+            }
             match wait_for_postgres(&url, &node, began).await {
                 Ok(d) => {
                     db.last_start = d;
@@ -311,15 +336,22 @@ impl DockerCluster {
         format!("{}:{PG_PORT}", docker_name(&self.run_id, node))
     }
 
+    /// Where the harness reaches the proxy's API: its own address, else its publication.
     pub fn proxy_api(&self) -> String {
-        format!("127.0.0.1:{}", self.proxy_api_host_port)
+        match &self.proxy_direct {
+            Some(ip) => format!("{ip}:{PROXY_API_PORT}"),
+            None => format!("127.0.0.1:{}", self.proxy_api_host_port),
+        }
     }
 
     /// Where the triggers read the links: our proxy container's events port on the host.
     pub fn link_events(&self) -> Option<String> {
         self.images
             .proxy_is_ours()
-            .then(|| format!("127.0.0.1:{}", self.proxy_events_host_port))
+            .then(|| match &self.proxy_direct {
+                Some(ip) => format!("{ip}:{EVENTS_PORT}"),
+                None => format!("127.0.0.1:{}", self.proxy_events_host_port),
+            })
     }
 
     /// The proxy's API as a container on the run's network reaches it.
@@ -364,13 +396,25 @@ impl DockerCluster {
 
     pub async fn stop_node(&mut self, node: &str, mode: StopMode) -> anyhow::Result<()> {
         let docker = self.engine.docker.clone();
-        let supervised = self.db_signals;
+        let (supervised, direct) = (self.db_signals, self.db_direct);
         let n = self
             .nodes
             .get_mut(node)
             .ok_or_else(|| anyhow::anyhow!("unknown node {node}"))?;
         if !n.running {
             anyhow::bail!("{node} is not running");
+        }
+        if let Some(sup) = &n.sup {
+            // From this host: the supervisor's signal, then postgres's own (SIGINT fast,
+            // SIGQUIT immediate) with an image that takes it; returns once postgres has gone.
+            let own = match mode {
+                StopMode::Fast => libc::SIGINT,
+                StopMode::Immediate => libc::SIGQUIT,
+            };
+            if sup.stop_with(mode, direct.then_some(own)).await? {
+                n.running = false;
+                return Ok(());
+            }
         }
         let sig = match (mode, supervised) {
             (StopMode::Fast, true) => "SIGUSR1",
@@ -431,7 +475,9 @@ impl DockerCluster {
             .ok_or_else(|| anyhow::anyhow!("{node}'s container is gone"))?;
         let began = Instant::now();
         let up = matches!(container_state(&docker, &n.id).await, Some((true, _)));
-        if supervised && up {
+        if let (true, Some(sup)) = (supervised && up, &n.sup) {
+            sup.start().await?;
+        } else if supervised && up {
             bounded(
                 &format!("send SIGHUP (start postgres) to the {node} container"),
                 signal(&docker, &n.id, "SIGHUP"),
@@ -463,11 +509,14 @@ impl DockerCluster {
         if supervised && up {
             // Repeat the start until postgres answers (a start of a running postgres does
             // nothing), as the stop is repeated.
-            let (id, d) = (n.id.clone(), docker.clone());
+            let (id, d, sup) = (n.id.clone(), docker.clone(), n.sup.clone());
             let again = async move {
                 loop {
                     tokio::time::sleep(RESIGNAL).await;
-                    let _ = signal(&d, &id, "SIGHUP").await;
+                    let _ = match &sup {
+                        Some(sup) => sup.start().await,
+                        None => signal(&d, &id, "SIGHUP").await.map_err(Into::into),
+                    };
                 }
             };
             tokio::select! {
@@ -490,6 +539,35 @@ impl DockerCluster {
         } else {
             Duration::from_millis(1000)
         }
+    }
+
+    /// `node`'s stop as signals from this host (see [`crate::backend::StopSignal`]), when its
+    /// image takes postgres's own signal after the supervisor's (`DIRECT_LABEL`).
+    pub fn stop_signal(
+        &self,
+        node: &str,
+        mode: StopMode,
+        own: i32,
+    ) -> Option<crate::backend::StopSignal> {
+        let sup = self
+            .nodes
+            .get(node)?
+            .sup
+            .as_ref()
+            .filter(|_| self.db_direct)?;
+        let first = match mode {
+            StopMode::Fast => libc::SIGUSR1,
+            StopMode::Immediate => libc::SIGUSR2,
+        };
+        Some(crate::backend::StopSignal {
+            supervisor: Some((sup.supervisor()?, first)),
+            postmaster: (sup.server_pid()?, own),
+        })
+    }
+
+    /// `node`'s postmaster on this host (see [`Supervised::server_pid`]).
+    pub fn server_pid(&self, node: &str) -> Option<i32> {
+        self.nodes.get(node)?.sup.as_ref()?.server_pid()
     }
 
     pub fn last_start(&self, node: &str) -> Duration {

@@ -268,13 +268,32 @@ pub(super) async fn copy_log(docker: &Docker, id: &str, path: &Path) {
 /// (ours: images/postgres/entrypoint.sh), so the container stays up across a database stop.
 pub(super) const SIGNALS_LABEL: &str = "chaos.postgres.signals";
 
+/// Its supervisor lets a stop's signal also go to postgres itself, after its own (USR1, USR2):
+/// the harness signals the postmaster from this host, and the stop lands at that signal.
+pub(super) const DIRECT_LABEL: &str = "chaos.postgres.direct";
+
 /// Whether `image` says (by `SIGNALS_LABEL`) that its main process takes the stop/start signals.
 pub(super) async fn takes_db_signals(docker: &Docker, image: &str) -> bool {
+    has_label(docker, image, SIGNALS_LABEL).await
+}
+
+/// The container's address on its (one) network.
+pub(super) async fn container_ip(docker: &Docker, id: &str) -> Option<String> {
+    inspect(docker, id)
+        .await?
+        .network_settings?
+        .networks?
+        .into_values()
+        .find_map(|n| n.ip_address.filter(|ip| !ip.is_empty()))
+}
+
+/// Whether `image` carries `label`.
+pub(super) async fn has_label(docker: &Docker, image: &str, label: &str) -> bool {
     match tokio::time::timeout(CALL_TIMEOUT, docker.inspect_image(image)).await {
         Ok(Ok(info)) => info
             .config
             .and_then(|c| c.labels)
-            .is_some_and(|l| l.contains_key(SIGNALS_LABEL)),
+            .is_some_and(|l| l.contains_key(label)),
         _ => false,
     }
 }

@@ -676,24 +676,3 @@ async fn answers(addr: &str) -> bool {
         None => false,
     }
 }
-
-/// The container's address on its (one) network.
-pub(super) async fn container_ip(docker: &Docker, id: &str) -> Option<String> {
-    inspect(docker, id)
-        .await?
-        .network_settings?
-        .networks?
-        .into_values()
-        .find_map(|n| n.ip_address.filter(|ip| !ip.is_empty()))
-}
-
-/// Whether `image` carries `label`.
-pub(super) async fn has_label(docker: &Docker, image: &str, label: &str) -> bool {
-    match tokio::time::timeout(CALL_TIMEOUT, docker.inspect_image(image)).await {
-        Ok(Ok(info)) => info
-            .config
-            .and_then(|c| c.labels)
-            .is_some_and(|l| l.contains_key(label)),
-        _ => false,
-    }
-}

@@ -1,7 +1,6 @@
 //! One lock server in a container of the run, as Redis's and ZooKeeper's members share it: the container (the run's labels, so the run's removal and the next command's reap cover it), its client port published on 127.0.0.1, the container's own address when the host reaches it (the observer's path), and its server under our image's supervisor (`supervised.rs`): the nemesis's stop, start and pause, the wait for its first answer, and its log copied into the run's logs at removal.
 
 use super::containers::*;
-use super::lock::container_ip;
 use super::supervised::Supervised;
 use std::future::Future;
 

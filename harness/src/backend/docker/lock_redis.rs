@@ -9,7 +9,6 @@
 
 use super::containers::*;
 use super::engine;
-use super::lock::has_label;
 use super::lock_box::{self, LockBox, Probe};
 
 /// Redis's port inside its container.

@@ -8,7 +8,6 @@
 
 use super::containers::*;
 use super::engine;
-use super::lock::has_label;
 use super::lock_box::{self, LockBox};
 use super::lock_net::PeerNets;
 use testcontainers::core::Host;

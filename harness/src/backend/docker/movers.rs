@@ -227,6 +227,7 @@ impl DockerLauncher {
                     id,
                     host_pid,
                     box_name: spec.box_name.clone(),
+                    frozen: Arc::default(),
                 },
                 stderr_task: Some(stderr_task),
             },
@@ -294,6 +295,8 @@ pub struct DockerSignaller {
     /// (tens of µs), not through the engine's API (about 15 ms on this machine).
     host_pid: Option<i32>,
     box_name: String,
+    /// Frozen by the cgroup freezer (a `pause` with `freezer`): a kill then thaws it.
+    frozen: Arc<std::sync::atomic::AtomicBool>,
 }
 
 impl DockerSignaller {
@@ -308,23 +311,24 @@ impl DockerSignaller {
     pub async fn signal(&self, sig: i32, freezer: bool) -> anyhow::Result<()> {
         let who = format!("{}'s container", self.box_name);
         if freezer && sig == libc::SIGSTOP {
-            return bounded(
+            bounded(
                 &format!("freeze {who}"),
                 self.docker.pause_container(&self.id),
             )
-            .await;
+            .await?;
+            self.frozen.store(true, Ordering::SeqCst);
+            return Ok(());
         }
         if freezer && sig == libc::SIGCONT {
+            self.frozen.store(false, Ordering::SeqCst);
             return bounded(
                 &format!("thaw {who}"),
                 self.docker.unpause_container(&self.id),
             )
             .await;
         }
-        let direct = self.host_pid.filter(|pid| runs_in(*pid, &self.id));
-        // SAFETY: kill(2) on a pid checked just now to be the container's main process.
-        let r = match direct {
-            Some(pid) if unsafe { libc::kill(pid, sig) } == 0 => Ok(()),
+        let r = match self.signal_now(sig) {
+            Some(Ok(())) => Ok(()),
             _ => {
                 bounded(
                     &format!("send signal {sig} to {who}"),
@@ -334,11 +338,32 @@ impl DockerSignaller {
             }
         };
         if sig == libc::SIGKILL {
-            // A frozen mover dies only once thawed.
+            self.after_kill().await;
+        }
+        r
+    }
+
+    /// `sig` sent now with kill(2) when the engine runs here (None: it must go through the
+    /// engine's API).
+    pub fn signal_now(&self, sig: i32) -> Option<anyhow::Result<()>> {
+        let pid = self.host_pid.filter(|pid| runs_in(*pid, &self.id))?;
+        // SAFETY: kill(2) on a pid checked just now to be the container's main process.
+        Some(match unsafe { libc::kill(pid, sig) } {
+            0 => Ok(()),
+            _ => Err(anyhow::anyhow!(
+                "signal {sig} to {}'s mover (pid {pid}): {}",
+                self.box_name,
+                std::io::Error::last_os_error()
+            )),
+        })
+    }
+
+    /// After a SIGKILL: a frozen mover dies only once thawed.
+    pub async fn after_kill(&self) {
+        if self.frozen.swap(false, Ordering::SeqCst) {
             let _ =
                 tokio::time::timeout(CALL_TIMEOUT, self.docker.unpause_container(&self.id)).await;
         }
-        r
     }
 
     /// Remove the container at once (blocking-safe, usable from Drop): a fresh client on a

@@ -1,4 +1,4 @@
-//! A lock service's server under our images' supervisor (chaos-etcd, chaos-redis: the entrypoint stays the container's main process and runs the server as its child), signalled from this host: the supervisor's stop and start signals, and the server's own pause (SIGSTOP, SIGCONT) and kill.
+//! A server under our images' supervisor (chaos-postgres, chaos-etcd, chaos-redis, chaos-zookeeper: the entrypoint stays the container's main process and runs the server as its child), signalled from this host: the supervisor's stop and start signals, and the server's own pause (SIGSTOP, SIGCONT), kill and, for postgres, its stop.
 //!
 //! When the engine runs on this host the supervisor's pid is looked up once (as a mover's, see
 //! `DockerSignaller`) and the server's is read from the supervisor's children in `/proc` at each
@@ -43,8 +43,13 @@ impl Supervised {
         }
     }
 
+    /// Its supervisor's pid is known here: the engine runs on this host.
+    pub(super) fn on_this_host(&self) -> bool {
+        self.host_pid.is_some()
+    }
+
     /// The supervisor's pid, checked just now to be in the container.
-    fn supervisor(&self) -> Option<i32> {
+    pub(super) fn supervisor(&self) -> Option<i32> {
         self.host_pid.filter(|pid| runs_in(*pid, &self.id))
     }
 
@@ -140,6 +145,17 @@ impl Supervised {
     /// When the server's pid is known, returns once it has exited (true); else at once (false),
     /// and the caller waits until the server no longer answers.
     pub(super) async fn stop(&self, mode: StopMode) -> anyhow::Result<bool> {
+        self.stop_with(mode, None).await
+    }
+
+    /// [`Supervised::stop`], and `direct` sent to the server itself right after the
+    /// supervisor's signal (chaos-postgres takes it: `DIRECT_LABEL`), so the stop lands at this
+    /// call rather than when the supervisor's shell relays it.
+    pub(super) async fn stop_with(
+        &self,
+        mode: StopMode,
+        direct: Option<i32>,
+    ) -> anyhow::Result<bool> {
         let sig = match mode {
             StopMode::Fast => libc::SIGUSR1,
             StopMode::Immediate => libc::SIGUSR2,
@@ -154,6 +170,10 @@ impl Supervised {
                 tokio::time::timeout(CALL_TIMEOUT, self.docker.unpause_container(&self.id)).await;
         }
         self.to_supervisor(sig).await?;
+        if let (Some(pid), Some(d)) = (server, direct) {
+            // SAFETY: as in `pause`; the supervisor has counted its stop by now.
+            unsafe { libc::kill(pid, d) };
+        }
         let Some(pid) = server else {
             return Ok(false);
         };
