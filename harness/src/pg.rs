@@ -193,6 +193,25 @@ pub enum StopMode {
     Immediate,
 }
 
+impl StopMode {
+    /// The postmaster's own signal for this stop.
+    pub fn signal(self) -> i32 {
+        match self {
+            StopMode::Fast => libc::SIGINT,
+            StopMode::Immediate => libc::SIGQUIT,
+        }
+    }
+
+    /// Our images' supervisor's signal for this stop (their entrypoints: SIGUSR1 stops the
+    /// server, SIGUSR2 kills it).
+    pub fn supervisor_signal(self) -> i32 {
+        match self {
+            StopMode::Fast => libc::SIGUSR1,
+            StopMode::Immediate => libc::SIGUSR2,
+        }
+    }
+}
+
 /// One local Postgres server: its data directory, port and process.
 pub struct PgNode {
     pub name: String,
@@ -326,11 +345,7 @@ impl PgNode {
             return Ok(());
         };
         if let Some(pid) = child.id() {
-            let sig = match mode {
-                StopMode::Fast => libc::SIGINT,
-                StopMode::Immediate => libc::SIGQUIT,
-            };
-            unsafe { libc::kill(pid as i32, sig) };
+            unsafe { libc::kill(pid as i32, mode.signal()) };
         }
         match tokio::time::timeout(timeout, child.wait()).await {
             Ok(_) => Ok(()),

@@ -231,16 +231,12 @@ impl Cluster {
     /// `node`'s stop as signals this host sends itself (see [`StopSignal`]); None when it
     /// goes through an engine's API or an image that does not take them.
     pub fn stop_signal(&self, node: &str, mode: StopMode) -> Option<StopSignal> {
-        let own = match mode {
-            StopMode::Fast => libc::SIGINT,
-            StopMode::Immediate => libc::SIGQUIT,
-        };
         match self {
             Cluster::Process(_) => Some(StopSignal {
                 supervisor: None,
-                postmaster: (self.server_pid(node)?, own),
+                postmaster: (self.server_pid(node)?, mode.signal()),
             }),
-            Cluster::Docker(c) => c.stop_signal(node, mode, own),
+            Cluster::Docker(c) => c.stop_signal(node, mode),
         }
     }
 

@@ -407,11 +407,7 @@ impl DockerCluster {
         if let Some(sup) = &n.sup {
             // From this host: the supervisor's signal, then postgres's own (SIGINT fast,
             // SIGQUIT immediate) with an image that takes it; returns once postgres has gone.
-            let own = match mode {
-                StopMode::Fast => libc::SIGINT,
-                StopMode::Immediate => libc::SIGQUIT,
-            };
-            if sup.stop_with(mode, direct.then_some(own)).await? {
+            if sup.stop_with(mode, direct.then_some(mode.signal())).await? {
                 n.running = false;
                 return Ok(());
             }
@@ -543,25 +539,16 @@ impl DockerCluster {
 
     /// `node`'s stop as signals from this host (see [`crate::backend::StopSignal`]), when its
     /// image takes postgres's own signal after the supervisor's (`DIRECT_LABEL`).
-    pub fn stop_signal(
-        &self,
-        node: &str,
-        mode: StopMode,
-        own: i32,
-    ) -> Option<crate::backend::StopSignal> {
+    pub fn stop_signal(&self, node: &str, mode: StopMode) -> Option<crate::backend::StopSignal> {
         let sup = self
             .nodes
             .get(node)?
             .sup
             .as_ref()
             .filter(|_| self.db_direct)?;
-        let first = match mode {
-            StopMode::Fast => libc::SIGUSR1,
-            StopMode::Immediate => libc::SIGUSR2,
-        };
         Some(crate::backend::StopSignal {
-            supervisor: Some((sup.supervisor()?, first)),
-            postmaster: (sup.server_pid()?, own),
+            supervisor: Some((sup.supervisor()?, mode.supervisor_signal())),
+            postmaster: (sup.server_pid()?, mode.signal()),
         })
     }
 

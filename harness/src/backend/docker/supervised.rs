@@ -156,10 +156,7 @@ impl Supervised {
         mode: StopMode,
         direct: Option<i32>,
     ) -> anyhow::Result<bool> {
-        let sig = match mode {
-            StopMode::Fast => libc::SIGUSR1,
-            StopMode::Immediate => libc::SIGUSR2,
-        };
+        let sig = mode.supervisor_signal();
         let server = self.server_pid();
         if let Some(pid) = server {
             // SAFETY: as in `pause`.

@@ -150,7 +150,7 @@ async fn cluster_starts_keeps_data_across_a_stop_and_leaves_nothing() {
         c.db_direct || !images.postgres.starts_with("chaos-postgres"),
         "our postgres image carries {DIRECT_LABEL}"
     );
-    if let Some(signal) = c.stop_signal("shard1", StopMode::Immediate, libc::SIGQUIT) {
+    if let Some(signal) = c.stop_signal("shard1", StopMode::Immediate) {
         signal.send().expect("the crash's signals");
     } else {
         println!("shard1's crash goes through the engine's API (no engine on this host)");
