@@ -168,10 +168,25 @@ impl Movers {
             anyhow::bail!("{box_name} is already running");
         }
         let (mut mover, stdout) = self.launcher.spawn(spec).await?;
-        self.running_now
-            .lock()
-            .unwrap()
-            .insert(box_name.to_string(), mover.signaller());
+        // Registered and checked against the run's end under one lock: `stop_all` sets
+        // `stopping` and then reads `running_now`, so a mover started meanwhile (a restart
+        // whose prepare began before the end) is either in what it kills or killed here. One
+        // left running past the end took a grant after the claim record was read (CI,
+        // 2026-12-07: the psql mover's box-4, judged a forgotten grant).
+        let ended = {
+            let mut running_now = self.running_now.lock().unwrap();
+            running_now.insert(box_name.to_string(), mover.signaller());
+            self.stopping.load(Ordering::SeqCst)
+        };
+        if ended {
+            self.history.record(
+                "harness",
+                OpType::Info,
+                "kill",
+                json!({ "target": box_name, "why": "the run ended" }),
+            );
+            mover.signaller().kill_now();
+        }
         self.running.fetch_add(1, Ordering::SeqCst);
         {
             let mut lives = self.lives.lock().unwrap();
@@ -211,7 +226,8 @@ impl Movers {
             me.running.fetch_sub(1, Ordering::SeqCst);
             if restart {
                 let again = Arc::clone(&me);
-                tokio::spawn(again.restart_after_exit(name, code));
+                let task = tokio::spawn(again.restart_after_exit(name, code));
+                me.tasks.lock().unwrap().push(task);
             }
         });
         self.tasks.lock().unwrap().push(reader);
@@ -409,14 +425,21 @@ impl Movers {
             );
             s.kill_now();
         }
-        let tasks: Vec<JoinHandle<()>> = std::mem::take(&mut *self.tasks.lock().unwrap());
-        for t in tasks {
-            let abort = t.abort_handle();
-            if tokio::time::timeout(std::time::Duration::from_secs(10), t)
-                .await
-                .is_err()
-            {
-                abort.abort();
+        // Until none is left: a restart that was due, and the reader of a mover it started
+        // (killed at its start), are tasks added while the first ones are awaited.
+        loop {
+            let tasks: Vec<JoinHandle<()>> = std::mem::take(&mut *self.tasks.lock().unwrap());
+            if tasks.is_empty() {
+                break;
+            }
+            for t in tasks {
+                let abort = t.abort_handle();
+                if tokio::time::timeout(std::time::Duration::from_secs(10), t)
+                    .await
+                    .is_err()
+                {
+                    abort.abort();
+                }
             }
         }
     }
