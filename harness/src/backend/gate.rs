@@ -9,7 +9,7 @@ use std::path::{Path, PathBuf};
 use std::time::{Duration, Instant};
 
 /// The environment variable naming a mover's gate.
-pub const GATE_VAR: &str = "CHAOS_GATE";
+pub const GATE_VAR: &str = chaos_workloads::mover::env::GATE;
 
 /// The shell's first lines for a user's command: `$1` is the command's program (empty: not
 /// checked), the rest the command. The program is looked up BEFORE the gate, in the mover's
@@ -372,7 +372,7 @@ mod tests {
                 "-c",
             ])
             .arg("exec /nonexistent/bin")
-            .env("CHAOS_GATE", "/nonexistent/gate")
+            .env(GATE_VAR, "/nonexistent/gate")
             .output()
             .expect("sh runs");
         assert_eq!(out.status.code(), Some(127));
@@ -390,14 +390,14 @@ mod tests {
                 "-c",
             ])
             .arg("exec no-such-mover-xyz")
-            .env("CHAOS_GATE", "/nonexistent/gate")
+            .env(GATE_VAR, "/nonexistent/gate")
             .output()
             .expect("sh runs");
         assert_eq!(out.status.code(), Some(127));
         let out = std::process::Command::new("/bin/sh")
             .args(["-c", SHELL_HOLD, "chaos-gate", "/etc", "/bin/sh", "-c"])
             .arg("exec /etc")
-            .env("CHAOS_GATE", "/nonexistent/gate")
+            .env(GATE_VAR, "/nonexistent/gate")
             .output()
             .expect("sh runs");
         assert_eq!(out.status.code(), Some(126));

@@ -4,7 +4,7 @@ use crate::backend::{MoverProgram, MoverSpec};
 use crate::faults::clock;
 use crate::scenario::{self, Scenario, ScenarioFile, System};
 use crate::testbed::LinkUrls;
-use chaos_workloads::mover::switch_name;
+use chaos_workloads::mover::{env, switch_name};
 use std::collections::BTreeMap;
 use std::path::{Path, PathBuf};
 use std::time::Duration;
@@ -154,17 +154,17 @@ pub fn specs(
             .collect::<Vec<_>>()
             .join(",");
         let mut env = vec![
-            ("CHAOS_BOX".to_string(), b.clone()),
-            ("CHAOS_JOB".into(), s.lease.job.clone()),
+            (env::BOX.to_string(), b.clone()),
+            (env::JOB.into(), s.lease.job.clone()),
             (
-                "CHAOS_ROUTING_URL".into(),
+                env::ROUTING_URL.into(),
                 urls.mover(&format!("{b}->routing")),
             ),
-            ("CHAOS_SHARD_URLS".into(), shard_urls),
-            ("CHAOS_LEASE_MS".into(), real(s.lease.lease_s)),
-            ("CHAOS_POLL_MS".into(), real(s.lease.poll_s)),
-            ("CHAOS_COPY_MS".into(), real(s.lease.copy_s)),
-            ("CHAOS_BATCHES".into(), s.lease.batches.to_string()),
+            (env::SHARD_URLS.into(), shard_urls),
+            (env::LEASE_MS.into(), real(s.lease.lease_s)),
+            (env::POLL_MS.into(), real(s.lease.poll_s)),
+            (env::COPY_MS.into(), real(s.lease.copy_s)),
+            (env::BATCHES.into(), s.lease.batches.to_string()),
         ];
         // Every member's client endpoint, each through the box's own link to it.
         let lock_addrs: Vec<String> = s

@@ -39,7 +39,7 @@ pub const INSERT_ORDER_SQL: &str =
 /// The watcher protocol's environment variables (durations in real ms, already scaled).
 pub mod env {
     /// `watcher`: set as `application_name` on every connection.
-    pub const BOX: &str = "CHAOS_BOX";
+    pub use crate::mover::env::BOX;
     /// The primary and the replica, each through the watcher's own link (a proxy).
     pub const PRIMARY_URL: &str = "CHAOS_PRIMARY_URL";
     pub const REPLICA_URL: &str = "CHAOS_REPLICA_URL";
@@ -60,7 +60,7 @@ pub mod env {
     pub const PRIMARY_PROXIES: &str = "CHAOS_PRIMARY_PROXIES";
     /// With `--watcher-ready gate` (and always for the reference watcher): a fifo to read
     /// one line from once connected.
-    pub const GATE: &str = "CHAOS_GATE";
+    pub use crate::mover::env::GATE;
 }
 
 /// How the reference watcher exits.

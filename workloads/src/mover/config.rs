@@ -1,6 +1,7 @@
 //! The mover's input: its switches (clap) and the protocol's environment variables, checked up front so a bad input is one clear line.
 
 use crate::lock::{LockKind, LOCK_KEY_VAR, LOCK_URLS_VAR, LOCK_VAR};
+use crate::mover::env;
 use clap::{Parser, ValueEnum};
 use std::collections::BTreeMap;
 use std::time::Duration;
@@ -177,28 +178,29 @@ impl Env {
                 None => Err(BadInput(format!("{name} is not set: set it to {what}"))),
             }
         };
-        let box_name = required("CHAOS_BOX", "this mover's name, e.g. box-2")?;
+        let box_name = required(env::BOX, "this mover's name, e.g. box-2")?;
         let job = required(
-            "CHAOS_JOB",
+            env::JOB,
             "the job's name (the key of its claim row), e.g. rebalance",
         )?;
         let routing_text = required(
-            "CHAOS_ROUTING_URL",
+            env::ROUTING_URL,
             "the routing db's URL, e.g. postgres://postgres@127.0.0.1:5432/routing",
         )?;
-        let (routing, routing_display) = parse_pg_url("CHAOS_ROUTING_URL", &routing_text)?;
+        let (routing, routing_display) = parse_pg_url(env::ROUTING_URL, &routing_text)?;
         let shards_text = required(
-            "CHAOS_SHARD_URLS",
+            env::SHARD_URLS,
             "name=URL pairs, e.g. shard1=postgres://postgres@127.0.0.1:5433/shard1,shard2=...",
         )?;
         let shards = parse_shard_urls(&shards_text)?;
-        let lease_ms = parse_ms(&get, "CHAOS_LEASE_MS", None)?;
-        let poll_ms = parse_ms(&get, "CHAOS_POLL_MS", None)?;
-        let copy_ms = parse_ms(&get, "CHAOS_COPY_MS", None)?;
-        let batches = parse_ms(&get, "CHAOS_BATCHES", Some(10))?;
+        let lease_ms = parse_ms(&get, env::LEASE_MS, None)?;
+        let poll_ms = parse_ms(&get, env::POLL_MS, None)?;
+        let copy_ms = parse_ms(&get, env::COPY_MS, None)?;
+        let batches = parse_ms(&get, env::BATCHES, Some(10))?;
         if batches > MAX_BATCHES as u64 {
             return Err(BadInput(format!(
-                "CHAOS_BATCHES is {batches}: use 1..={MAX_BATCHES} (batches per turbine copy)"
+                "{} is {batches}: use 1..={MAX_BATCHES} (batches per turbine copy)",
+                env::BATCHES
             )));
         }
         let lock = LockKind::from_var(get(LOCK_VAR).as_deref()).map_err(BadInput)?;
@@ -279,7 +281,7 @@ impl Env {
             poll_ms,
             copy_ms,
             batches: batches as u32,
-            gate: get("CHAOS_GATE")
+            gate: get(env::GATE)
                 .filter(|v| !v.trim().is_empty())
                 .map(std::path::PathBuf::from),
         })
@@ -348,7 +350,7 @@ pub fn parse_pg_url(var: &str, text: &str) -> Result<(tokio_postgres::Config, St
 /// `CHAOS_SHARD_URLS`: `name=URL` pairs separated by commas. A comma only
 /// starts a new pair when `name=` follows it, so a multi-host URL survives.
 pub fn parse_shard_urls(text: &str) -> Result<Vec<ShardUrl>, BadInput> {
-    const VAR: &str = "CHAOS_SHARD_URLS";
+    const VAR: &str = env::SHARD_URLS;
     let mut pieces: Vec<String> = Vec::new();
     for piece in text.split(',') {
         if pieces.is_empty() || starts_with_name(piece) {

@@ -3,6 +3,7 @@
 use crate::lock::{advisory_options, LockKind};
 use crate::mover::config::{parse_pg_url, Settings};
 use crate::mover::db::Db;
+use crate::mover::env;
 use crate::mover::etcd::EtcdLock;
 use crate::mover::redis::RedisLock;
 use crate::mover::zookeeper::ZkLock;
@@ -29,7 +30,7 @@ impl LockClient {
             LockKind::Claims => LockClient::Claims,
             LockKind::Advisory => {
                 let (mut config, display) = match env.lock_urls.first() {
-                    Some(url) => parse_pg_url("CHAOS_LOCK_URLS", url)
+                    Some(url) => parse_pg_url(env::LOCK_URLS, url)
                         .unwrap_or_else(|_| (env.routing.clone(), env.routing_display.clone())),
                     None => (env.routing.clone(), env.routing_display.clone()),
                 };

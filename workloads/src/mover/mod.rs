@@ -2,6 +2,7 @@
 
 pub mod config;
 pub mod db;
+pub mod env;
 pub mod etcd;
 pub mod history;
 mod lock_client;

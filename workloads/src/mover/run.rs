@@ -2,6 +2,7 @@
 
 use super::config::{Election, Fencing, OnLost, OnRenewFailure, Settings, Timer};
 use super::db::{Db, DbError};
+use super::env;
 use super::history::{fenced_message, fenced_value, History};
 use super::pacing::{batch_rows, split_page, Pace, Page};
 use super::stalls::Stalls;
@@ -378,7 +379,7 @@ impl Mover {
         let budget_ms = self.s.start_timeout.as_millis();
         let deadline = Instant::now() + self.s.start_timeout;
         let mut dbs: Vec<(&mut Db, String)> =
-            vec![(&mut self.routing, "CHAOS_ROUTING_URL".to_string())];
+            vec![(&mut self.routing, env::ROUTING_URL.to_string())];
         for db in self.shards.values_mut() {
             let var = format!("CHAOS_SHARD_URLS ({})", db.name);
             dbs.push((db, var));

@@ -189,7 +189,7 @@ async fn cluster_starts_keeps_data_across_a_stop_and_leaves_nothing() {
     let spec = MoverSpec {
         box_name: "box-1".into(),
         program: MoverProgram::Shell("sh -c 'echo pid-$$ $CHAOS_BOX'".into()),
-        env: vec![("CHAOS_BOX".into(), "box-1".into())],
+        env: vec![(chaos_workloads::mover::env::BOX.into(), "box-1".into())],
         log_path: log_dir.join("box-1.log"),
         reads_gate: false,
         ready_timeout: Duration::from_secs(20),
