@@ -5,6 +5,21 @@
 
 use crate::common::*;
 use serde_json::Value;
+use std::path::Path;
+
+/// `chaos run PATH ARGS...`, which must be judged (exit 0, 1 or 2, whatever the verdict): its
+/// stderr.
+fn run_judged(path: &str, args: &[&str], data: &Path, results: &Path) -> String {
+    let mut all = vec!["run", path];
+    all.extend_from_slice(args);
+    let out = run_chaos(&all, data, results);
+    let stderr = String::from_utf8_lossy(&out.stderr).into_owned();
+    assert!(
+        matches!(out.status.code(), Some(0..=2)),
+        "the run is judged: {stderr}"
+    );
+    stderr
+}
 
 /// gc-pause's cluster and data, with `faults` (TOML) and `end` instead of its own, at 30 real
 /// ms per scenario second: at gc-pause's 10 its 10 s lease is 100 real ms, and beside another
@@ -180,15 +195,11 @@ fn a_restart_due_as_the_run_ends_is_stopped_with_it() {
     let results = dir.join("results");
     let path = scenario(&dir, "restart-at-end", "12:00:20", "");
     let flaky = r#"sh -c 'sleep 1; read go < "$CHAOS_GATE"; echo "{\"type\":\"info\",\"f\":\"hello\",\"value\":{}}"; sleep 0.03; exit 1'"#;
-    let out = run_chaos(
-        &["run", &path, "--mover-cmd", flaky, "--mover-ready", "gate"],
+    let stderr = run_judged(
+        &path,
+        &["--mover-cmd", flaky, "--mover-ready", "gate"],
         &data,
         &results,
-    );
-    let stderr = String::from_utf8_lossy(&out.stderr);
-    assert!(
-        matches!(out.status.code(), Some(0..=2)),
-        "the run is judged: {stderr}"
     );
     let ops = history_ops(&latest_run(&results, "restart-at-end"));
     for b in 1..=4 {
@@ -232,15 +243,11 @@ fn a_clock_fault_moves_one_box_wall_clock_and_no_monotonic_clock() {
         .duration_since(std::time::UNIX_EPOCH)
         .unwrap()
         .as_secs() as i64;
-    let out = run_chaos(
-        &["run", &path, "--mover-cmd", probe, "--restart", "never"],
+    run_judged(
+        &path,
+        &["--mover-cmd", probe, "--restart", "never"],
         &data,
         &results,
-    );
-    let stderr = String::from_utf8_lossy(&out.stderr);
-    assert!(
-        matches!(out.status.code(), Some(0..=2)),
-        "the run is judged: {stderr}"
     );
     let logs = latest_run(&results, "clock-one-box").join("logs");
     let log = |b: &str| std::fs::read_to_string(logs.join(format!("{b}.log"))).unwrap();
