@@ -23,11 +23,22 @@ pub fn now_ns() -> u64 {
 
 /// The stamp `ns` as an instant of this process, if it lies between `released` (the change
 /// sent) and `answered` (its answer read); else None.
+///
+/// `Instant` is CLOCK_MONOTONIC too, but opaque: the clock is read between two of its
+/// readings, and the stamp placed in the bracket they give. Read once beside one `Instant`,
+/// a preemption between the two reads moved the stamp by its length, out of a window of
+/// microseconds (a unit test on a loaded fresh clone, 2026-12-07); now it widens the bracket,
+/// and the instant is its middle, kept within the window.
 pub fn instant_of(ns: u64, released: Instant, answered: Instant) -> Option<Instant> {
-    let (now, mono) = (Instant::now(), now_ns());
+    let before = Instant::now();
+    let mono = now_ns();
+    let after = Instant::now();
     let ago = Duration::from_nanos(mono.checked_sub(ns)?);
-    let at = now.checked_sub(ago)?;
-    (at >= released && at <= answered).then_some(at)
+    let (lo, hi) = (before.checked_sub(ago)?, after.checked_sub(ago)?);
+    if hi < released || lo > answered {
+        return None;
+    }
+    Some((lo + (hi - lo) / 2).clamp(released, answered))
 }
 
 #[cfg(test)]
