@@ -179,13 +179,7 @@ impl Movers {
             self.stopping.load(Ordering::SeqCst)
         };
         if ended {
-            self.history.record(
-                "harness",
-                OpType::Info,
-                "kill",
-                json!({ "target": box_name, "why": "the run ended" }),
-            );
-            mover.signaller().kill_now();
+            self.kill_at_end(box_name, &mover.signaller());
         }
         self.running.fetch_add(1, Ordering::SeqCst);
         {
@@ -407,6 +401,17 @@ impl Movers {
     }
 
     /// Kill every mover still running and wait for the readers to finish (bounded).
+    /// The run's end stops `box_name`: recorded, then killed.
+    fn kill_at_end(&self, box_name: &str, signaller: &Signaller) {
+        self.history.record(
+            "harness",
+            OpType::Info,
+            "kill",
+            json!({ "target": box_name, "why": "the run ended" }),
+        );
+        signaller.kill_now();
+    }
+
     pub async fn stop_all(&self) {
         self.stopping.store(true, Ordering::SeqCst);
         let running: Vec<(String, Signaller)> = self
@@ -417,13 +422,7 @@ impl Movers {
             .map(|(k, v)| (k.clone(), v.clone()))
             .collect();
         for (name, s) in running {
-            self.history.record(
-                "harness",
-                OpType::Info,
-                "kill",
-                json!({ "target": name, "why": "the run ended" }),
-            );
-            s.kill_now();
+            self.kill_at_end(&name, &s);
         }
         // Until none is left: a restart that was due, and the reader of a mover it started
         // (killed at its start), are tasks added while the first ones are awaited.

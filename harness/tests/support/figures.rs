@@ -124,22 +124,15 @@ impl Outcome {
     }
 }
 
-/// Scenario ms since midnight for "HH:MM:SS".
+/// Scenario ms since midnight for "HH:MM:SS" (a history line's "22:24:13.8" too).
 pub fn at(hms: &str) -> i64 {
-    let p: Vec<i64> = hms.split(':').map(|x| x.parse().unwrap()).collect();
-    (p[0] * 3600 + p[1] * 60 + p[2]) * 1000
+    let p: Vec<f64> = hms.split(':').map(|x| x.parse().unwrap()).collect();
+    ((p[0] * 3600.0 + p[1] * 60.0 + p[2]) * 1000.0).round() as i64
 }
 
-/// A history line's `scenario_time` ("22:24:13.8") in scenario ms.
+/// A history line's `scenario_time` in scenario ms.
 fn scenario_ms_of(line: &Value) -> Option<i64> {
-    let text = line["scenario_time"].as_str()?;
-    let mut parts = text.split(':');
-    let (h, m, s) = (parts.next()?, parts.next()?, parts.next()?);
-    let secs: f64 = s.parse().ok()?;
-    Some(
-        (h.parse::<i64>().ok()? * 3600 + m.parse::<i64>().ok()? * 60) * 1000
-            + (secs * 1000.0) as i64,
-    )
+    line["scenario_time"].as_str().map(at)
 }
 
 /// The slowest copy of the night that no fault slowed, as (box, turbine, scenario s): every
