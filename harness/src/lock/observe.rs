@@ -268,8 +268,10 @@ fn missed_grants(
 }
 
 /// An advisory lock has one holder at a time: each grant's end, as a poll placed it, is moved
-/// back to the next grant's start where the poll saw the end late.
-fn one_holder_at_a_time(changes: &mut [ClaimChange]) {
+/// back to the next grant's start where the poll saw the end late, and a renewal a poll placed
+/// at or after the next grant's start (it renews nothing: an advisory grant never expires) is
+/// dropped.
+fn one_holder_at_a_time(changes: &mut Vec<ClaimChange>) {
     // Each grant's start: the earliest change of its token that holds.
     let mut first: HashMap<i64, i64> = HashMap::new();
     for c in changes.iter().filter(|c| c.expires_unix_ns == i64::MAX) {
@@ -278,11 +280,17 @@ fn one_holder_at_a_time(changes: &mut [ClaimChange]) {
     }
     let mut starts: Vec<i64> = first.values().copied().collect();
     starts.sort_unstable();
+    let next_start = |token: i64| {
+        let start = *first.get(&token)?;
+        starts.iter().copied().find(|&s| s > start)
+    };
+    changes.retain(|c| {
+        let renewal =
+            c.expires_unix_ns == i64::MAX && first.get(&c.token) != Some(&c.commit_unix_ns);
+        !renewal || next_start(c.token).is_none_or(|next| c.commit_unix_ns < next)
+    });
     for c in changes.iter_mut().filter(|c| c.expires_unix_ns != i64::MAX) {
-        let Some(&start) = first.get(&c.token) else {
-            continue;
-        };
-        if let Some(&next) = starts.iter().find(|&&s| s > start) {
+        if let Some(next) = next_start(c.token) {
             c.commit_unix_ns = c.commit_unix_ns.min(next);
         }
     }
@@ -327,7 +335,7 @@ async fn poll_pause() {
 /// begun on it a renewal (it keeps the session from its idle timeout); the session gone (or the server) its end. A lost connection ends
 /// the grant at the moment of the loss: the server that ended it ended every session.
 async fn advisory(sink: Sink, url: String, key: i64) {
-    let mut current: Option<(Session, i64)> = None;
+    let mut current: Option<(Session, i64, i64)> = None;
     let mut grants = 0i64;
     let mut count = 0i64;
     // A holder seen before its token: (pid, when first seen).
@@ -371,18 +379,22 @@ async fn advisory(sink: Sink, url: String, key: i64) {
                 )
             });
             match (&mut current, seen) {
-                (Some((held, token)), Some((s, _, _)))
+                (Some((held, token, since)), Some((s, _, _)))
                     if held.pid == s.pid && held.started_us == s.started_us =>
                 {
                     let renewed = held.renewed_by(&s);
                     *held = s;
                     if renewed {
+                        // The statement's own moment (the server's clock is this host's), not
+                        // the poll's return: by then the holder may have let go and the next
+                        // one committed its token, which would stamp this renewal after it.
+                        let at = (held.changed_us * 1000).min(now).max(*since);
                         let (app, t) = (held.app.clone(), *token);
-                        sink.change(&app, t, true, now, count + 1).await;
+                        sink.change(&app, t, true, at, count + 1).await;
                     }
                 }
                 (cur, seen) => {
-                    if let Some((old, token)) = cur.take() {
+                    if let Some((old, token, _)) = cur.take() {
                         // An advisory lock has one holder at a time: the old session let go
                         // no later than the new one's token committed, whenever a poll saw it.
                         let new_at = seen.as_ref().and_then(|x| x.2).unwrap_or(now);
@@ -412,13 +424,13 @@ async fn advisory(sink: Sink, url: String, key: i64) {
                         // poll sees it up to a poll late, and the holder may write by then.
                         let at = drawn_ns.map_or(at, |c| c.min(at));
                         sink.change(&s.app, token, true, at, count + 1).await;
-                        *cur = Some((s, token));
+                        *cur = Some((s, token, at));
                     }
                 }
             }
             poll_pause().await;
         }
-        if let Some((old, token)) = current.take() {
+        if let Some((old, token, _)) = current.take() {
             sink.change(&old.app, token, false, wall_ns(), count).await;
         }
     }
@@ -545,5 +557,53 @@ async fn etcd_member(
                 }
             }
         }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn change(holder: &str, token: i64, held: bool, at: i64, xid: i64) -> ClaimChange {
+        ClaimChange {
+            job: "j".into(),
+            holder: Some(holder.into()),
+            token,
+            expires_unix_ns: if held { i64::MAX } else { i64::MIN + 1 },
+            commit_unix_ns: at,
+            app: holder.into(),
+            xid,
+            not_before_unix_ns: None,
+        }
+    }
+
+    /// A poll that saw the old holder's last statement returned after the next holder's token
+    /// committed (CI: box-3's token 8 "renewed" 3.4 s into box-2's grant): the late renewal
+    /// goes, the late end moves back, and renewals before the next grant stay.
+    #[test]
+    fn a_renewal_seen_after_the_next_grant_began_is_dropped_and_ends_move_back() {
+        let mut changes = vec![
+            change("box-3", 8, true, 100, 1),
+            change("box-3", 8, true, 150, 3),
+            change("box-3", 8, true, 205, 5),
+            change("box-2", 9, true, 200, 7),
+            change("box-3", 8, false, 210, 6),
+            change("box-2", 9, true, 250, 9),
+        ];
+        one_holder_at_a_time(&mut changes);
+        let left: Vec<(i64, bool, i64)> = changes
+            .iter()
+            .map(|c| (c.token, c.expires_unix_ns == i64::MAX, c.commit_unix_ns))
+            .collect();
+        assert_eq!(
+            left,
+            [
+                (8, true, 100),
+                (8, true, 150),
+                (9, true, 200),
+                (8, false, 200),
+                (9, true, 250)
+            ]
+        );
     }
 }
