@@ -5,7 +5,7 @@
 use crate::backend::{BackendKind, Cluster, ClusterSpec};
 use crate::links::{link_target, Links};
 use crate::lock::{is_lock_node, LockServer};
-use crate::scenario::{Scenario, System};
+use crate::scenario::Scenario;
 use crate::setup;
 use chaos_history::SeededTurbine;
 use chaos_workloads::galewatch::Farm;
@@ -88,7 +88,7 @@ impl LinkUrls {
 /// for the systems that are not the mover).
 pub fn farm(s: &Scenario) -> Farm {
     let d = &s.file.data;
-    if s.file.system != System::Mover {
+    if !crate::systems::of(s.file.system).moves_turbines() {
         return Farm {
             turbines: 0,
             seeded_turbines: 0,
@@ -257,7 +257,8 @@ pub async fn install_at(
     for r in futures_util::future::join_all(loads).await {
         r.map_err(anyhow::Error::msg)?;
     }
-    crate::designs::install(scenario, &routing, &shards)
+    crate::systems::of(scenario.file.system)
+        .install(scenario, &routing, &shards)
         .await
         .map_err(anyhow::Error::msg)?;
     for node in &scenario.topology().asynchronous_commit {

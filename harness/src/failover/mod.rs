@@ -14,7 +14,7 @@ pub mod settings;
 pub mod sweep;
 mod testbed;
 
-use settings::{describe, FailoverSection, Fence, Overrides, LINKS};
+use settings::{describe, FailoverSection, Overrides, LINKS};
 
 use crate::backend::{BackendKind, MoverProgram, MoverSpec};
 use crate::links::proxy_name;
@@ -23,28 +23,15 @@ use crate::progress::say;
 use crate::results::{self, RunDir};
 use crate::run::options::{RunOptions, RunOutcome};
 use crate::scenario::{Scenario, ScenarioFile, System};
+use crate::systems::failover::fence_word;
 use chaos_history::failover_names as names;
 use chaos_history::{FailoverMeta, FAILOVER_SYSTEM};
 use chaos_workloads::failover::env;
 use serde_json::json;
-use std::path::{Path, PathBuf};
+use std::path::Path;
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 use testbed::FailoverBed;
-
-/// The reference watcher: beside this binary.
-pub fn reference_watcher() -> anyhow::Result<PathBuf> {
-    let exe = std::env::current_exe()?;
-    let dir = exe
-        .parent()
-        .ok_or_else(|| anyhow::anyhow!("no folder for {}", exe.display()))?;
-    for candidate in [dir.join("watcher"), dir.join("../watcher")] {
-        if candidate.is_file() {
-            return Ok(candidate);
-        }
-    }
-    anyhow::bail!("the reference watcher is not built beside {}: run `cargo build --release -p chaos-workloads` (or give --watcher-cmd)", exe.display())
-}
 
 /// Apply the failover overrides (and `--restart`) to a failover scenario; refuse them for
 /// another system, and the mover's own flags for a failover scenario, in one line each.
@@ -94,7 +81,7 @@ pub async fn run(opts: &RunOptions, scenario: Arc<Scenario>) -> anyhow::Result<R
     let wall = Instant::now();
     let f = scenario.file.failover.clone().unwrap_or_default();
     if f.command.is_none() {
-        reference_watcher()?;
+        crate::systems::reference_program(System::Failover)?;
     }
     let backend = opts.backend.unwrap_or(BackendKind::Process);
     if let (Some(cmd), BackendKind::Process) = (&f.command, backend) {
@@ -210,15 +197,6 @@ async fn run_in(
     })
 }
 
-/// `off`, `on`, or `own` for a team's watcher.
-fn fence_word(f: &FailoverSection) -> &'static str {
-    match (&f.command, f.fence) {
-        (Some(_), _) => "own",
-        (None, Fence::On) => "on",
-        (None, Fence::Off) => "off",
-    }
-}
-
 /// The watcher's program and its protocol environment (docs/watcher-protocol.md), real ms.
 fn watcher_spec(
     scenario: &Scenario,
@@ -228,14 +206,10 @@ fn watcher_spec(
     let f = scenario.file.failover.clone().unwrap_or_default();
     let program = match &f.command {
         Some(cmd) => MoverProgram::Shell(cmd.clone()),
-        None => {
-            let mut args = vec!["--fence".to_string(), fence_word(&f).to_string()];
-            args.extend(f.args.iter().cloned());
-            MoverProgram::Exec {
-                program: reference_watcher()?,
-                args,
-            }
-        }
+        None => MoverProgram::Exec {
+            program: crate::systems::reference_program(System::Failover)?,
+            args: crate::systems::of(System::Failover).reference_args(&scenario.file),
+        },
     };
     let real = |scenario_s: f64| scenario.real_ms(scenario_s * 1000.0).to_string();
     let api = bed

@@ -1,131 +1,12 @@
-//! The boxes of a run: each mover's program, argv and protocol environment (real milliseconds, already scaled), rendered once from the typed scenario.
+//! The boxes of a run: each mover's program and argv (its system's, `systems/`) and protocol environment (real milliseconds, already scaled), rendered once from the typed scenario.
 
 use crate::backend::{MoverProgram, MoverSpec};
 use crate::faults::clock;
-use crate::scenario::{self, Scenario, ScenarioFile, System};
+use crate::scenario::{self, Scenario};
 use crate::testbed::LinkUrls;
-use chaos_workloads::mover::{env, switch_name};
-use std::collections::BTreeMap;
-use std::path::{Path, PathBuf};
+use chaos_workloads::mover::env;
+use std::path::Path;
 use std::time::Duration;
-
-/// The system's reference program (`mover`, `payer`, `updater`): beside this binary.
-pub fn reference_program(system: System) -> anyhow::Result<PathBuf> {
-    let name = match system {
-        System::Payout => "payer",
-        System::TenObjects => "updater",
-        System::Mover | System::Failover => "mover",
-    };
-    let exe = std::env::current_exe()?;
-    let dir = exe
-        .parent()
-        .ok_or_else(|| anyhow::anyhow!("no folder for {}", exe.display()))?;
-    for candidate in [dir.join(name), dir.join("..").join(name)] {
-        if candidate.is_file() {
-            return Ok(candidate);
-        }
-    }
-    anyhow::bail!("the reference {name} is not built beside {}: run `cargo build --release -p chaos-workloads` (or give --mover-cmd)", exe.display())
-}
-
-/// The reference program's argv for the scenario's switches.
-pub fn reference_args(s: &ScenarioFile) -> Vec<String> {
-    let m = &s.mover;
-    match s.system {
-        System::Payout => {
-            let mut args = vec!["--election".to_string(), switch_name(m.election)];
-            if s.payout.idempotent {
-                args.push("--idempotent".into());
-            }
-            args.extend(m.args.iter().cloned());
-            return args;
-        }
-        System::TenObjects => {
-            let mut args = vec!["--fence".to_string(), switch_name(s.objects.fence)];
-            args.extend(m.args.iter().cloned());
-            return args;
-        }
-        System::Mover | System::Failover => {}
-    }
-    let mut args = vec![
-        "--fencing".to_string(),
-        switch_name(m.fencing),
-        "--on-renew-failure".into(),
-        switch_name(m.on_renew_failure),
-        "--on-lost".into(),
-        switch_name(m.on_lost),
-        "--election".into(),
-        switch_name(m.election),
-    ];
-    if m.check_expiry_before_write {
-        args.push("--check-expiry-before-write".into());
-    }
-    if m.renew_on_thread {
-        args.push("--renew-on-thread".into());
-    }
-    args.extend(m.args.iter().cloned());
-    args
-}
-
-/// The mover's settings as the run's record keeps them (for the report and the story).
-pub fn settings(s: &Scenario) -> BTreeMap<String, String> {
-    let m = &s.file.mover;
-    let l = &s.file.lease;
-    let command = m
-        .command
-        .clone()
-        .unwrap_or_else(|| "reference mover".into());
-    match s.file.system {
-        System::Payout => {
-            return BTreeMap::from([
-                ("system".into(), "payout".into()),
-                ("election".into(), switch_name(m.election)),
-                ("idempotent".into(), s.file.payout.idempotent.to_string()),
-                ("command".into(), command),
-                ("lease_s".into(), l.lease_s.to_string()),
-                ("poll_s".into(), l.poll_s.to_string()),
-                ("payment_s".into(), l.copy_s.to_string()),
-                ("time_scale_ms".into(), s.file.time_scale_ms.to_string()),
-            ])
-        }
-        System::TenObjects => {
-            return BTreeMap::from([
-                ("system".into(), "ten-objects".into()),
-                ("objects_fence".into(), switch_name(s.file.objects.fence)),
-                ("command".into(), command),
-                ("lease_s".into(), l.lease_s.to_string()),
-                ("poll_s".into(), l.poll_s.to_string()),
-                ("object_s".into(), l.copy_s.to_string()),
-                ("time_scale_ms".into(), s.file.time_scale_ms.to_string()),
-            ])
-        }
-        System::Mover | System::Failover => {}
-    }
-    let mut settings = BTreeMap::from([
-        ("fencing".into(), switch_name(m.fencing)),
-        ("on_renew_failure".into(), switch_name(m.on_renew_failure)),
-        ("on_lost".into(), switch_name(m.on_lost)),
-        (
-            "check_expiry_before_write".into(),
-            m.check_expiry_before_write.to_string(),
-        ),
-        ("election".into(), switch_name(m.election)),
-        ("renew_on_thread".into(), m.renew_on_thread.to_string()),
-        ("command".into(), command),
-        ("lease_s".into(), l.lease_s.to_string()),
-        ("poll_s".into(), l.poll_s.to_string()),
-        ("copy_s".into(), l.copy_s.to_string()),
-        ("time_scale_ms".into(), s.file.time_scale_ms.to_string()),
-    ]);
-    // Only a service other than the claim row is said (stored runs keep their settings).
-    if s.file.lock.service != crate::lock::LockKind::Claims {
-        settings.insert("lock".into(), s.file.lock.service.name().to_string());
-    }
-    if s.file.lock.members != 1 {
-        settings.insert("lock_members".into(), s.file.lock.members.to_string());
-    }
-    settings
-}
 
 /// One spec per box: the program (a `--mover-cmd` or the reference mover with its switches),
 /// the mover protocol's environment through the box's links, and libfaketime for the boxes a
@@ -140,8 +21,8 @@ pub fn specs(
     let program = match &s.mover.command {
         Some(cmd) => MoverProgram::Shell(cmd.clone()),
         None => MoverProgram::Exec {
-            program: reference_program(s.system)?,
-            args: reference_args(s),
+            program: crate::systems::reference_program(s.system)?,
+            args: crate::systems::of(s.system).reference_args(s),
         },
     };
     let clocked = clock::clocked(scenario);

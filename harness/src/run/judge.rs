@@ -35,7 +35,8 @@ pub fn meta(
     } else {
         None
     };
-    let (payout, objects) = crate::designs::meta(scenario);
+    let system = crate::systems::of(s.system);
+    let (payout, objects) = system.meta(scenario);
     RunMeta {
         system: s.system,
         payout,
@@ -51,7 +52,7 @@ pub fn meta(
         lease_ms: (s.lease.lease_s * 1000.0) as i64,
         copy_ms: (s.lease.copy_s * 1000.0) as i64,
         strict_duplicates,
-        mover: super::boxes::settings(scenario),
+        mover: system.settings(scenario),
         end_scenario_ms: end.scenario_ms,
         completed: incomplete_reason.is_none(),
         incomplete_reason,

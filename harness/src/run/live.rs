@@ -293,7 +293,9 @@ impl Live {
                 if let Some(changes) = observed {
                     audit.claim_changes = changes;
                 }
-                crate::designs::read_back(&self.scenario, &shards, &mut audit, &mut fin).await;
+                crate::systems::of(self.scenario.file.system)
+                    .read_back(&self.scenario, &shards, &mut audit, &mut fin)
+                    .await;
                 (audit, fin)
             };
             let (events, dropped) = self.history.finish()?;
@@ -355,7 +357,7 @@ fn start_ingest(
     stop: &Arc<AtomicBool>,
 ) -> Vec<tokio::task::JoinHandle<IngestStats>> {
     let s = &scenario.file;
-    if s.data.ingest_every_s <= 0.0 || s.system != crate::scenario::System::Mover {
+    if s.data.ingest_every_s <= 0.0 || !crate::systems::of(s.system).moves_turbines() {
         return vec![];
     }
     let config = IngestConfig {

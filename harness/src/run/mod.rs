@@ -289,7 +289,7 @@ async fn run_in(
 /// harness cannot read the links.
 fn preflight(scenario: &Scenario, opts: &RunOptions) -> anyhow::Result<BackendKind> {
     if scenario.file.mover.command.is_none() {
-        boxes::reference_program(scenario.file.system)?;
+        crate::systems::reference_program(scenario.file.system)?;
     }
     clock::check_installed(scenario)?;
     let backend = opts.backend.unwrap_or(BackendKind::Process);

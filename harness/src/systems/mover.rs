@@ -1,0 +1,66 @@
+//! The mover (the April night, the default system): its switches as the reference mover's
+//! argv, and its settings. It installs nothing beyond the testbed's claim row, turbines and
+//! audits, and its final reads are the testbed's own (`audit.rs`).
+
+use super::interface::{common_settings, Settings, SystemUnderTest};
+use crate::scenario::{Scenario, ScenarioFile};
+use chaos_workloads::mover::switch_name;
+
+/// System `mover`.
+pub struct Mover;
+
+impl SystemUnderTest for Mover {
+    fn program(&self) -> &'static str {
+        "mover"
+    }
+
+    fn moves_turbines(&self) -> bool {
+        true
+    }
+
+    fn reference_args(&self, s: &ScenarioFile) -> Vec<String> {
+        let m = &s.mover;
+        let mut args = vec![
+            "--fencing".to_string(),
+            switch_name(m.fencing),
+            "--on-renew-failure".into(),
+            switch_name(m.on_renew_failure),
+            "--on-lost".into(),
+            switch_name(m.on_lost),
+            "--election".into(),
+            switch_name(m.election),
+        ];
+        if m.check_expiry_before_write {
+            args.push("--check-expiry-before-write".into());
+        }
+        if m.renew_on_thread {
+            args.push("--renew-on-thread".into());
+        }
+        args.extend(m.args.iter().cloned());
+        args
+    }
+
+    fn settings(&self, s: &Scenario) -> Settings {
+        let m = &s.file.mover;
+        let mut settings = common_settings(s, "copy_s");
+        settings.extend([
+            ("fencing".into(), switch_name(m.fencing)),
+            ("on_renew_failure".into(), switch_name(m.on_renew_failure)),
+            ("on_lost".into(), switch_name(m.on_lost)),
+            (
+                "check_expiry_before_write".into(),
+                m.check_expiry_before_write.to_string(),
+            ),
+            ("election".into(), switch_name(m.election)),
+            ("renew_on_thread".into(), m.renew_on_thread.to_string()),
+        ]);
+        // Only a service other than the claim row is said (stored runs keep their settings).
+        if s.file.lock.service != crate::lock::LockKind::Claims {
+            settings.insert("lock".into(), s.file.lock.service.name().to_string());
+        }
+        if s.file.lock.members != 1 {
+            settings.insert("lock_members".into(), s.file.lock.members.to_string());
+        }
+        settings
+    }
+}
