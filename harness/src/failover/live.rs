@@ -7,7 +7,9 @@ use crate::backend::{Cluster, MoverSpec};
 use crate::faults::Nemesis;
 use crate::links::{proxy_name, Links};
 use crate::movers::{Movers, Supervisor};
-use crate::progress::{say, Progress};
+use crate::progress::Progress;
+pub use crate::run::live::End;
+use crate::run::live::{wait_for_end, Ending};
 use crate::scenario::Scenario;
 use chaos_history::failover_names as names;
 use chaos_history::{FailoverFinal, HistoryWriter, ScenarioClock};
@@ -37,15 +39,6 @@ pub struct Live {
     app: Vec<tokio::task::JoinHandle<AppStats>>,
     admin: Vec<(String, String)>,
     t0: Instant,
-}
-
-/// How the run ended.
-pub struct End {
-    pub reason: String,
-    /// The watcher could not run at all: nothing is judged.
-    pub setup_failure: Option<String>,
-    pub scenario_ms: i64,
-    pub scenario_s: f64,
 }
 
 /// What the run leaves for judging.
@@ -162,36 +155,16 @@ impl Live {
 
     /// Wait for the scenario's end (or the watcher proving unable to run); progress meanwhile.
     pub async fn wait(&self, quiet: bool) -> End {
-        let mut last_print = Instant::now();
-        let (reason, setup_failure) = loop {
-            tokio::time::sleep(Duration::from_millis(10)).await;
+        let ending = |now_ms: i64| {
             if let Some(failure) = self.movers.setup_failure() {
-                break ("the watcher could not run".to_string(), Some(failure));
+                return Some(Ending::setup_failure("the watcher could not run", failure));
             }
-            let now_ms = self.history.now_scenario_ms();
-            if now_ms >= self.scenario.end_ms {
+            (now_ms >= self.scenario.end_ms).then(|| {
                 let limit = ScenarioClock::format(self.scenario.end_ms);
-                break (format!("the scenario's end {limit} was reached"), None);
-            }
-            if last_print.elapsed() >= Duration::from_secs(2) {
-                say(quiet, &self.line(now_ms));
-                last_print = Instant::now();
-            }
+                Ending::because(&format!("the scenario's end {limit} was reached"))
+            })
         };
-        let scenario_ms = self.history.now_scenario_ms();
-        say(
-            quiet,
-            &format!(
-                "chaos: the run ends at {}: {reason}",
-                ScenarioClock::format(scenario_ms)
-            ),
-        );
-        End {
-            reason,
-            setup_failure,
-            scenario_ms,
-            scenario_s: self.t0.elapsed().as_secs_f64(),
-        }
+        wait_for_end(&self.history, self.t0, quiet, ending, |ms| self.line(ms)).await
     }
 
     fn line(&self, now_ms: i64) -> String {

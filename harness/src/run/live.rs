@@ -53,11 +53,77 @@ pub struct Live {
 pub struct End {
     pub reason: String,
     pub time_limited: bool,
-    /// The mover could not run at all: nothing is judged.
+    /// The mover (the watcher) could not run at all: nothing is judged.
     pub setup_failure: Option<String>,
     pub scenario_ms: i64,
     /// Real seconds from the clock's start to the end.
     pub scenario_s: f64,
+}
+
+/// Why a run ends, as its wait sees it: the reason, whether the time limit ended it, and what
+/// kept its program from running.
+pub(crate) struct Ending {
+    pub reason: String,
+    pub time_limited: bool,
+    pub setup_failure: Option<String>,
+}
+
+impl Ending {
+    pub fn because(reason: &str) -> Ending {
+        Ending {
+            reason: reason.to_string(),
+            time_limited: false,
+            setup_failure: None,
+        }
+    }
+
+    pub fn setup_failure(reason: &str, failure: String) -> Ending {
+        Ending {
+            setup_failure: Some(failure),
+            ..Ending::because(reason)
+        }
+    }
+}
+
+/// Every system's wait for its run's end: `ending` is asked every 10 ms at the scenario's
+/// time, `line` (the progress) is printed every 2 s and with the end, which is said and
+/// returned.
+pub(crate) async fn wait_for_end(
+    history: &HistoryWriter,
+    t0: Instant,
+    quiet: bool,
+    mut ending: impl FnMut(i64) -> Option<Ending>,
+    line: impl Fn(i64) -> String,
+) -> End {
+    let mut last_print = Instant::now();
+    let end = loop {
+        tokio::time::sleep(Duration::from_millis(10)).await;
+        let now_ms = history.now_scenario_ms();
+        if let Some(end) = ending(now_ms) {
+            break end;
+        }
+        if last_print.elapsed() >= Duration::from_secs(2) {
+            say(quiet, &line(now_ms));
+            last_print = Instant::now();
+        }
+    };
+    let scenario_ms = history.now_scenario_ms();
+    say(
+        quiet,
+        &format!(
+            "{}\nchaos: the run ends at {}: {}",
+            line(scenario_ms),
+            ScenarioClock::format(scenario_ms),
+            end.reason
+        ),
+    );
+    End {
+        reason: end.reason,
+        time_limited: end.time_limited,
+        setup_failure: end.setup_failure,
+        scenario_ms,
+        scenario_s: t0.elapsed().as_secs_f64(),
+    }
 }
 
 /// What the run leaves for judging, read once everything is stopped.
@@ -213,47 +279,27 @@ impl Live {
     /// Wait for every mover to exit (a restart owed keeps the run going), the mover to prove
     /// unable to run, or the scenario's time limit; print progress meanwhile.
     pub async fn wait(&self, quiet: bool) -> End {
-        let mut last_print = Instant::now();
-        let (reason, time_limited, setup_failure) = loop {
-            tokio::time::sleep(Duration::from_millis(10)).await;
-            let now_ms = self.history.now_scenario_ms();
+        let ending = |now_ms: i64| {
             if let Some(failure) = self.movers.setup_failure() {
-                break ("the mover could not run".to_string(), false, Some(failure));
+                return Some(Ending::setup_failure("the mover could not run", failure));
             }
             if self.movers.running() == 0
                 && self.movers.pending_restarts.load(Ordering::SeqCst) == 0
             {
-                break ("every mover exited".to_string(), false, None);
+                return Some(Ending::because("every mover exited"));
             }
-            if now_ms >= self.scenario.end_ms {
-                let limit = ScenarioClock::format(self.scenario.end_ms);
-                break (
-                    format!("the scenario's time limit {limit} was reached"),
-                    true,
-                    None,
-                );
-            }
-            if last_print.elapsed() >= Duration::from_secs(2) {
-                say(quiet, &self.progress.line(now_ms));
-                last_print = Instant::now();
-            }
+            (now_ms >= self.scenario.end_ms).then(|| Ending {
+                time_limited: true,
+                ..Ending::because(&format!(
+                    "the scenario's time limit {} was reached",
+                    ScenarioClock::format(self.scenario.end_ms)
+                ))
+            })
         };
-        let scenario_ms = self.history.now_scenario_ms();
-        say(
-            quiet,
-            &format!(
-                "{}\nchaos: the run ends at {}: {reason}",
-                self.progress.line(scenario_ms),
-                ScenarioClock::format(scenario_ms)
-            ),
-        );
-        End {
-            reason,
-            time_limited,
-            setup_failure,
-            scenario_ms,
-            scenario_s: self.t0.elapsed().as_secs_f64(),
-        }
+        wait_for_end(&self.history, self.t0, quiet, ending, |ms| {
+            self.progress.line(ms)
+        })
+        .await
     }
 
     /// Stop the nemesis and the triggers, the movers and the ingest; heal every fault; read the
