@@ -260,6 +260,7 @@ fn drawn_kind(
             timeout_ms: 0,
             stream: Stream::Downstream,
         },
+        // reset_peer, and a kind this match has not learned (a test says so).
         _ => FaultKind::ResetPeer {
             link: target,
             timeout_ms: 0,
@@ -431,6 +432,16 @@ fn choose(rng: &mut Rng, pool: &[String], spread: TargetSpread) -> Vec<String> {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    /// A kind added to `VERB_PAIRS` is one a random schedule may draw: it must draw that kind,
+    /// not fall through to another (the adding-a-kind experiment's throwaway became reset_peer).
+    #[test]
+    fn every_kind_a_schedule_may_draw_is_drawn_as_itself() {
+        for kind in random_fault_kinds() {
+            let drawn = drawn_kind(kind, "box-1".into(), 100, &mut Rng::new(1), &[]);
+            assert_eq!(drawn.verb(), kind, "{drawn:?}");
+        }
+    }
 
     fn profile() -> RandomProfile {
         RandomProfile {
