@@ -6,7 +6,8 @@ use crate::stats::Stats;
 use crate::times::format_ms;
 use crate::writes::{attribute, TurbineWrites};
 use crate::{
-    attribution, fencing, forgotten, grants, lease, liveness, rows, stall, Anomaly, Verdict,
+    attribution, designs, fencing, forgotten, grants, lease, liveness, objects, payout, rows,
+    stall, Anomaly, Verdict,
 };
 use chaos_history::{Audit, ClaimChange, FinalState, RunMeta, ShardWrite, System, WriteOp};
 use std::borrow::Cow;
@@ -39,8 +40,25 @@ fn judge(
         reasons.push(why);
     }
     let audit = audit.as_ref().map(|(a, _)| a.as_ref());
-    if meta.system != System::Mover {
-        return crate::designs::judge(&fold, meta, audit, final_state, reasons);
+    // The check's one dispatch on the system: the seed's designs add their own classes to
+    // the lock's promise (`designs.rs`), the mover is judged below (a failover run is judged
+    // from its own record, `failover.rs`: a `RunMeta` naming it has no classes of its own).
+    type Classes<'a> = Box<dyn FnOnce(&mut Stats) -> Vec<Anomaly> + 'a>;
+    let design: Option<Classes> = match meta.system {
+        System::Mover => None,
+        System::Payout => Some(Box::new(|stats| {
+            final_state.map_or_else(Vec::new, |f| payout::check(meta, f, stats))
+        })),
+        System::TenObjects => Some(Box::new(|stats| {
+            let writes = audit.map_or(&[][..], |a| a.object_writes.as_slice());
+            let config = final_state.and_then(|f| f.config.as_ref());
+            let whole = final_state.is_some_and(|f| f.complete);
+            objects::check(meta, writes, config, whole, stats)
+        })),
+        System::Failover => Some(Box::new(|_| Vec::new())),
+    };
+    if let Some(classes) = design {
+        return designs::judge(&fold, meta, audit, reasons, classes);
     }
     let readings_unanswered = fold.settle_in_flight();
     let mut stats = Stats {

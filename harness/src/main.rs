@@ -162,7 +162,7 @@ async fn main_inner(cli: Cli) -> anyhow::Result<u8> {
         Command::Down(a) => up::down(a).await,
         Command::Install(a) => install::install(a).await,
         Command::List => {
-            let all = scenario::list();
+            let all = scenario::load::list();
             if all.is_empty() {
                 println!("no scenarios in {}", scenario::scenarios_dir().display());
             }

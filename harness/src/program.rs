@@ -25,6 +25,74 @@ pub enum Restart {
     Never,
 }
 
+/// A section that runs a program under test (`[mover]`, `[failover]`): its own fields, then
+/// the fields every such section has (a team's program in the reference one's place, how it
+/// says it is ready, its supervision). `program_defaults!` builds it with their defaults.
+macro_rules! program_section {
+    ($(#[$attr:meta])* pub struct $name:ident {
+        $($(#[$field_attr:meta])* pub $field:ident: $ty:ty,)*
+    }) => {
+        $(#[$attr])*
+        pub struct $name {
+            $($(#[$field_attr])* pub $field: $ty,)*
+            /// A program following the protocol (docs/mover-protocol.md,
+            /// docs/watcher-protocol.md) instead of the reference program.
+            pub command: Option<String>,
+            /// Extra arguments for the reference program.
+            pub args: Vec<String>,
+            /// How a `command` says it is ready: held by a shell before it starts (`exec`), or
+            /// it reads `CHAOS_GATE` itself once connected (`gate`).
+            pub ready: $crate::program::Ready,
+            /// What the harness does when the program exits non-zero, as a supervisor would.
+            pub restart: $crate::program::Restart,
+            /// How long after such an exit it is started again, scenario seconds.
+            pub restart_delay_s: f64,
+            /// How long it may take to connect and wait at its gate, REAL seconds (a setup
+            /// bound, not scenario time): past it the run is refused before the clock starts.
+            pub ready_timeout_real_s: f64,
+        }
+
+        impl $name {
+            /// The command line's program (`--mover-cmd`, `--watcher-cmd`), its readiness and
+            /// its restart policy, where given, over the file's.
+            pub fn override_program(
+                &mut self,
+                command: Option<&String>,
+                ready: Option<$crate::program::Ready>,
+                restart: Option<$crate::program::Restart>,
+            ) {
+                if let Some(c) = command {
+                    self.command = Some(c.clone());
+                }
+                if let Some(r) = ready {
+                    self.ready = r;
+                }
+                if let Some(r) = restart {
+                    self.restart = r;
+                }
+            }
+        }
+    };
+}
+pub(crate) use program_section;
+
+/// A `program_section!` struct with its own fields as given and the program's defaults: the
+/// reference program, held by a shell, restarted 5 s after a failure, 30 real s to be ready.
+macro_rules! program_defaults {
+    ($name:ident { $($field:ident: $value:expr,)* }) => {
+        $name {
+            $($field: $value,)*
+            command: None,
+            args: vec![],
+            ready: $crate::program::Ready::Exec,
+            restart: $crate::program::Restart::OnFailure,
+            restart_delay_s: 5.0,
+            ready_timeout_real_s: 30.0,
+        }
+    };
+}
+pub(crate) use program_defaults;
+
 /// A `--mover-cmd` or `--watcher-cmd` that runs here (the process backend): its program looked
 /// up now, in the harness's own directory and PATH, so that a typo is refused before any
 /// database starts (the start gate's shell looks again where the program runs, which is all a

@@ -1,5 +1,6 @@
 //! Scenarios: TOML files parsed once into a validated `Scenario`; nothing downstream re-validates.
 
+use crate::program::{program_defaults, program_section};
 pub use crate::program::{Ready, Restart};
 use chaos_history::ScenarioClock;
 pub use chaos_history::System;
@@ -12,6 +13,7 @@ use std::path::{Path, PathBuf};
 mod cluster;
 mod designs;
 mod expect;
+pub mod load;
 pub use cluster::ClusterSection;
 pub use designs::{ObjectsFence, ObjectsSection, PayoutSection};
 pub use expect::ExpectSection;
@@ -171,48 +173,31 @@ fn ten() -> u32 {
     10
 }
 
-#[derive(Debug, Clone, Serialize, Deserialize)]
-#[serde(deny_unknown_fields, default)]
-pub struct MoverSection {
-    pub fencing: Fencing,
-    pub on_renew_failure: OnRenewFailure,
-    pub on_lost: OnLost,
-    pub check_expiry_before_write: bool,
-    pub election: Election,
-    /// The reference mover renews from a task of its own (the seed's short-lease design).
-    pub renew_on_thread: bool,
-    /// A program following the mover protocol instead of the reference mover.
-    pub command: Option<String>,
-    /// Extra arguments for the reference mover.
-    pub args: Vec<String>,
-    /// How a `command` says it is ready: held by a shell before it starts (`exec`), or it
-    /// reads `CHAOS_GATE` itself once connected (`gate`).
-    pub ready: Ready,
-    /// What the harness does when a mover exits non-zero, as a supervisor would.
-    pub restart: Restart,
-    /// How long after such an exit it is started again, scenario seconds.
-    pub restart_delay_s: f64,
-    /// How long a mover may take to connect and wait at its gate, REAL seconds (a setup
-    /// bound, not scenario time): past it the run is refused before the clock starts.
-    pub ready_timeout_real_s: f64,
+program_section! {
+    /// `[mover]`: the reference mover's design switches, then the program and its supervision.
+    #[derive(Debug, Clone, Serialize, Deserialize)]
+    #[serde(deny_unknown_fields, default)]
+    pub struct MoverSection {
+        pub fencing: Fencing,
+        pub on_renew_failure: OnRenewFailure,
+        pub on_lost: OnLost,
+        pub check_expiry_before_write: bool,
+        pub election: Election,
+        /// The reference mover renews from a task of its own (the seed's short-lease design).
+        pub renew_on_thread: bool,
+    }
 }
 
 impl Default for MoverSection {
     fn default() -> Self {
-        MoverSection {
+        program_defaults!(MoverSection {
             fencing: Fencing::Off,
             on_renew_failure: OnRenewFailure::Stop,
             on_lost: OnLost::Stop,
             check_expiry_before_write: false,
             election: Election::Lease,
             renew_on_thread: false,
-            command: None,
-            args: vec![],
-            ready: Ready::Exec,
-            restart: Restart::OnFailure,
-            restart_delay_s: 5.0,
-            ready_timeout_real_s: 30.0,
-        }
+        })
     }
 }
 
@@ -272,11 +257,16 @@ pub struct Scenario {
     /// The same faults expanded once into paired start and heal operations in time order: what
     /// the nemesis applies and what a sweep keeps clear of.
     pub schedule: chaos_nemesis::Schedule,
+    /// What its faults can name: its system's boxes, nodes and links (a lock service with a
+    /// server of its own is the node `lock`, linked from every box), with the nodes that run
+    /// asynchronous commit.
+    #[serde(skip)]
+    topology: Topology,
 }
 
 impl Scenario {
     pub fn topology(&self) -> Topology {
-        topology_of(&self.file)
+        self.topology.clone()
     }
 
     /// The clock for a run that starts now.
@@ -303,39 +293,6 @@ impl Scenario {
 }
 
 impl Scenario {
-    /// The scenario a stored run ran, from its `config.json`: the resolved file (every
-    /// override applied) with its faults as they were drawn, generated ones included, so the
-    /// run can be made again exactly (`chaos run --replay DIR`).
-    pub fn from_run(dir: &Path) -> Result<Scenario, ScenarioError> {
-        let path = dir.join("config.json");
-        let p = path.display().to_string();
-        let text = std::fs::read_to_string(&path).map_err(|source| ScenarioError::Read {
-            path: p.clone(),
-            source,
-        })?;
-        #[derive(Deserialize)]
-        struct Stored {
-            file: ScenarioFile,
-            faults: Vec<Fault>,
-        }
-        #[derive(Deserialize)]
-        struct Config {
-            scenario: Stored,
-        }
-        let config: Config = serde_json::from_str(&text).map_err(|e| ScenarioError::Parse {
-            path: p.clone(),
-            message: format!("not a run's config.json: {e}"),
-        })?;
-        let Stored { file, faults } = config.scenario;
-        without_generator(file).and_then(|f| validate(f, &path, &faults))
-    }
-
-    /// The same scenario with `faults` as its whole schedule (no generator): a candidate of
-    /// `chaos shrink`.
-    pub fn with_faults(&self, faults: &[Fault]) -> Result<Scenario, ScenarioError> {
-        without_generator(self.file.clone()).and_then(|f| validate(f, &self.path, faults))
-    }
-
     /// A scenario file a person can read and run: the file with every fault written out as a
     /// `[[fault]]` (times to the millisecond), no generator.
     pub fn to_toml(&self) -> String {
@@ -344,12 +301,6 @@ impl Scenario {
         file.faults = self.faults.iter().map(fault_entry).collect();
         toml::to_string(&file).unwrap_or_else(|e| format!("# cannot be written as TOML: {e}\n"))
     }
-}
-
-fn without_generator(mut file: ScenarioFile) -> Result<ScenarioFile, ScenarioError> {
-    file.nemesis.random = None;
-    file.faults.clear();
-    Ok(file)
 }
 
 /// A fault as a scenario file writes it.
@@ -394,143 +345,14 @@ pub fn resolve(name_or_path: &str) -> Result<PathBuf, ScenarioError> {
     Err(ScenarioError::NotFound(name_or_path.into()))
 }
 
-/// Every scenario in the scenarios folder: (name, description).
-pub fn list() -> Vec<(String, String, PathBuf)> {
-    let mut out = Vec::new();
-    if let Ok(entries) = std::fs::read_dir(scenarios_dir()) {
-        for e in entries.flatten() {
-            let path = e.path();
-            if path.extension().and_then(|x| x.to_str()) == Some("toml") {
-                let desc = load(&path)
-                    .map(|s| s.file.description.lines().next().unwrap_or("").to_string())
-                    .unwrap_or_else(|e| format!("(does not load: {e})"));
-                out.push((
-                    path.file_stem()
-                        .unwrap_or_default()
-                        .to_string_lossy()
-                        .into_owned(),
-                    desc,
-                    path,
-                ));
-            }
-        }
-    }
-    out.sort();
-    out
-}
-
-/// Load and validate a scenario file.
-pub fn load(path: &Path) -> Result<Scenario, ScenarioError> {
-    let text = std::fs::read_to_string(path).map_err(|source| ScenarioError::Read {
-        path: path.display().to_string(),
-        source,
-    })?;
-    let file: ScenarioFile = toml::from_str(&text).map_err(|e| ScenarioError::Parse {
-        path: path.display().to_string(),
-        message: e
-            .to_string()
-            .trim()
-            .replace('\n', " ")
-            .split_whitespace()
-            .collect::<Vec<_>>()
-            .join(" "),
-    })?;
-    validate(file, path, &[])
-}
-
-/// Check a parsed scenario file (also after command-line overrides) and resolve its times;
-/// `extra` faults (already in scenario ms, e.g. a sweep's latency weather) join the file's
-/// before the schedule is checked and expanded.
-pub fn validate(
-    file: ScenarioFile,
-    path: &Path,
-    extra: &[Fault],
-) -> Result<Scenario, ScenarioError> {
-    let v = Validator {
-        path: path.display().to_string(),
-    };
-    let mut file = file;
-    let service = file.lock.service;
-    file.faults.retain(|f| f.lands_on(service));
-    for (i, f) in file.faults.iter_mut().enumerate() {
-        crate::lock::alias_routing(&file.lock, &mut f.kind)
-            .map_err(|m| v.field(&format!("fault[{i}]"), m))?;
-    }
-    let start_ms = v.time("start", &file.start)?;
-    let mut end_ms = v.time("end", &file.end)?;
-    if end_ms <= start_ms {
-        end_ms += 86_400_000; // a night that crosses midnight
-    }
-    let day_unix_ms = parse_date(&file.date)
-        .ok_or_else(|| v.field("date", format!("'{}' is not a date YYYY-MM-DD", file.date)))?;
-    v.settings(&file)?;
-    let mut faults = file
-        .faults
-        .iter()
-        .enumerate()
-        .map(|(i, f)| v.fault(i, f, start_ms))
-        .collect::<Result<Vec<_>, _>>()?;
-    faults.extend(extra.iter().cloned());
-    let topology = topology_of(&file);
-    if let Some(profile) = &file.nemesis.random {
-        // A generated stop, crash or kill lasts at least RESTART_FLOOR_REAL_MS of real time,
-        // so the database or mover is back in time for its start to land on its instant.
-        let floor_ms = (RESTART_FLOOR_REAL_MS * 1000.0 / file.time_scale_ms).round() as i64;
-        let lease_ms = (file.lease.lease_s * 1000.0).round() as i64;
-        let generated = chaos_nemesis::generate(
-            file.seed, profile, &topology, start_ms, end_ms, floor_ms, lease_ms,
-        )
-        .map_err(|m| v.field("nemesis.random", m))?;
-        faults.extend(generated);
-    }
-    let schedule =
-        chaos_nemesis::expand(&faults, &topology, start_ms, end_ms, ScenarioClock::format)
-            .map_err(|e| v.field("fault", e.to_string()))?;
-    Ok(Scenario {
-        file,
-        path: path.to_path_buf(),
-        start_ms,
-        end_ms,
-        day_unix_ms,
-        faults,
-        schedule,
-    })
-}
-
-/// What a scenario's faults can name: its system's boxes, nodes and links (a lock service
-/// with a server of its own is the node `lock`, linked from every box).
-fn topology_of(file: &ScenarioFile) -> Topology {
-    let mut t = topology_of_system(file);
-    t.asynchronous_commit = file.cluster.asynchronous_commit.clone();
-    t
-}
-
-fn topology_of_system(file: &ScenarioFile) -> Topology {
-    match file.system {
-        System::Failover => crate::failover::settings::topology(),
-        _ if file.lock.has_node() => {
-            let t = Topology::with_lock(
-                file.cluster.boxes,
-                file.cluster.shards,
-                &file.lock.member_names(),
-                &[crate::lock::LOCK_LEADER],
-            );
-            match file.lock.replica_name() {
-                Some(replica) => t.with_replica(crate::lock::LOCK_NODE, replica),
-                None => t,
-            }
-        }
-        _ => Topology::new(file.cluster.boxes, file.cluster.shards),
-    }
-}
-
-/// The checks of one file, each refusal naming the file and the field.
-struct Validator {
-    path: String,
+/// The checks of one file, each refusal naming the file and the field: the sections every
+/// scenario has here, a system's own in its home (`systems/`).
+pub struct Validator {
+    pub(crate) path: String,
 }
 
 impl Validator {
-    fn field(&self, field: &str, message: String) -> ScenarioError {
+    pub fn field(&self, field: &str, message: String) -> ScenarioError {
         ScenarioError::Field {
             path: self.path.clone(),
             field: field.into(),
@@ -538,13 +360,13 @@ impl Validator {
         }
     }
 
-    fn time(&self, name: &str, text: &str) -> Result<i64, ScenarioError> {
+    pub(crate) fn time(&self, name: &str, text: &str) -> Result<i64, ScenarioError> {
         ScenarioClock::parse_time_of_day(text)
             .ok_or_else(|| self.field(name, format!("'{text}' is not a time of day HH:MM:SS")))
     }
 
     /// A number that must lie in a range: `what` says the range the way a person reads it.
-    fn within(
+    pub fn within(
         &self,
         name: &str,
         ok: bool,
@@ -558,37 +380,26 @@ impl Validator {
         }
     }
 
-    /// Every setting outside the faults.
-    fn settings(&self, file: &ScenarioFile) -> Result<(), ScenarioError> {
+    /// The settings every scenario has outside its sections (the time scale).
+    pub(crate) fn settings(&self, file: &ScenarioFile) -> Result<(), ScenarioError> {
         let scale = file.time_scale_ms;
         self.within(
             "time_scale_ms",
             scale > 0.0 && scale <= 1000.0,
             "in (0, 1000] real ms per scenario second",
             scale,
-        )?;
-        self.expect(file)?;
-        self.asynchronous_commit(file)?;
-        match file.system {
-            System::Mover | System::Payout | System::TenObjects => {}
-            System::Failover => {
-                let trigger = file.faults.iter().position(|x| x.when.is_some());
-                let random = file.nemesis.random.is_some();
-                return crate::failover::settings::validate(
-                    file.failover.as_ref(),
-                    trigger,
-                    random,
-                )
-                .map_err(|(f, m)| self.field(&f, m));
-            }
-        }
+        )
+    }
+
+    /// The sections of a system whose boxes hold a lease (all but the failover): `[lease]`,
+    /// `[cluster]`'s sizes, `[lock]` and `[mover]`; no `[failover]`.
+    pub fn lease_settings(&self, file: &ScenarioFile) -> Result<(), ScenarioError> {
         if file.failover.is_some() {
             return Err(self.field(
                 "failover",
                 format!("is the failover system's section; this scenario runs the {} (system = \"failover\" to run it)", file.system.name()),
             ));
         }
-        self.design(file)?;
         if file.lease.lease_s == 0.0 && file.lease.poll_s == 0.0 && file.lease.copy_s == 0.0 {
             return Err(self.field(
                 "lease",
@@ -604,9 +415,6 @@ impl Validator {
                     c.shards, c.boxes
                 ),
             ));
-        }
-        if file.system == System::Mover {
-            self.data(&file.data, c.shards)?;
         }
         let l = &file.lease;
         for (name, v) in [
@@ -647,7 +455,8 @@ impl Validator {
         Ok(())
     }
 
-    fn data(&self, d: &DataSection, shards: usize) -> Result<(), ScenarioError> {
+    /// The mover's farm (`[data]`).
+    pub fn data(&self, d: &DataSection, shards: usize) -> Result<(), ScenarioError> {
         let divisor_ok = |x: u32| x >= 1 && x as usize <= shards;
         if !divisor_ok(d.old_divisor) || !divisor_ok(d.new_divisor) {
             return Err(self.field(
@@ -683,7 +492,12 @@ impl Validator {
     }
 
     /// One `[[fault]]`: its instant (or the moment its trigger is armed) and its duration.
-    fn fault(&self, i: usize, f: &FaultEntry, start_ms: i64) -> Result<Fault, ScenarioError> {
+    pub(crate) fn fault(
+        &self,
+        i: usize,
+        f: &FaultEntry,
+        start_ms: i64,
+    ) -> Result<Fault, ScenarioError> {
         let name = format!("fault[{i}]");
         let after_start = |t: i64| if t < start_ms { t + 86_400_000 } else { t };
         let at = match (&f.at, &f.when) {

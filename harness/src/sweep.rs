@@ -88,9 +88,10 @@ fn weathers(plan: &Plan) -> anyhow::Result<BTreeMap<WeatherKey, profile::Generat
         for k in 0..plan.runs {
             let seed = plan.seed.wrapping_add(k as u64);
             let w = weather(plan, scenario, seed);
-            crate::scenario::validate(scenario.file.clone(), &scenario.path, &w.faults).map_err(
-                |e| anyhow::anyhow!("the latency profile does not fit the scenario: {e:#}"),
-            )?;
+            crate::scenario::load::validate(scenario.file.clone(), &scenario.path, &w.faults)
+                .map_err(|e| {
+                    anyhow::anyhow!("the latency profile does not fit the scenario: {e:#}")
+                })?;
             out.insert((li, seed), w);
         }
     }

@@ -167,7 +167,7 @@ fn scenario() -> Scenario {
         "#,
     )
     .unwrap();
-    scenario::validate(file, Path::new("faults-test.toml"), &[]).unwrap()
+    scenario::load::validate(file, Path::new("faults-test.toml"), &[]).unwrap()
 }
 
 /// Scenario ms that the default scale turns into `real_ms`.

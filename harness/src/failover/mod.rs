@@ -61,18 +61,10 @@ pub fn apply_overrides(
     if let Some(v) = o.fence {
         f.fence = v;
     }
-    if let Some(v) = &o.watcher_cmd {
-        f.command = Some(v.clone());
-    }
-    if let Some(v) = o.watcher_ready {
-        f.ready = v;
-    }
     if let Some(v) = o.silence_s {
         f.silence_s = v;
     }
-    if let Some(v) = restart {
-        f.restart = v;
-    }
+    f.override_program(o.watcher_cmd.as_ref(), o.watcher_ready, restart);
     Ok(())
 }
 

@@ -1,53 +1,46 @@
 //! The failover system's settings: the scenario's `[failover]` section (serde defaults), its checks, the command-line overrides that apply to it, and the topology its faults name.
 
-use crate::program::{Ready, Restart};
+use crate::program::{program_defaults, program_section, Ready};
 use chaos_history::failover_names as names;
 use chaos_nemesis::Topology;
 pub use chaos_workloads::failover::Fence;
 use serde::{Deserialize, Serialize};
 
-/// `[failover]`: the watcher's constants, the app's pace, the replication mode, the program.
-/// Times are scenario seconds unless a name says real.
-#[derive(Debug, Clone, Serialize, Deserialize)]
-#[serde(deny_unknown_fields, default)]
-pub struct FailoverSection {
-    /// A silence this long makes the watcher promote (30 s in the shop's fifty lines).
-    pub silence_s: f64,
-    /// How often the watcher checks the primary.
-    pub check_s: f64,
-    /// A check that takes longer has failed.
-    pub check_timeout_s: f64,
-    /// The reference watcher's fence: off (promote and repoint) or on (fence the old primary first).
-    pub fence: Fence,
-    /// The primary waits for the replica before acknowledging a commit (`synchronous_standby_names`).
-    pub synchronous: bool,
-    /// The app's pool: connections, each writing one order every `write_every_s`.
-    pub app_connections: u32,
-    pub write_every_s: f64,
-    /// An open connection is closed and opened again (the service record resolved anew) after
-    /// this long (the pool's first connections after (k+1)/n of it, so they do not all recycle
-    /// at once); 0: only when it breaks.
-    pub conn_lifetime_s: f64,
-    /// A write (or a connect) that takes longer is abandoned: the order is `info`.
-    pub write_timeout_s: f64,
-    /// A program following docs/watcher-protocol.md instead of the reference watcher.
-    pub command: Option<String>,
-    /// Extra arguments for the reference watcher.
-    pub args: Vec<String>,
-    /// How a `command` says it is ready (as `[mover] ready`).
-    pub ready: Ready,
-    /// What the harness does when the watcher exits non-zero.
-    pub restart: Restart,
-    pub restart_delay_s: f64,
-    /// How long the watcher may take to connect and wait at its gate, REAL seconds.
-    pub ready_timeout_real_s: f64,
-    /// How often the harness samples both servers' roles and the proxies, REAL ms.
-    pub observe_real_ms: u64,
+program_section! {
+    /// `[failover]`: the watcher's constants, the app's pace, the replication mode, then the
+    /// program and its supervision. Times are scenario seconds unless a name says real.
+    #[derive(Debug, Clone, Serialize, Deserialize)]
+    #[serde(deny_unknown_fields, default)]
+    pub struct FailoverSection {
+        /// A silence this long makes the watcher promote (30 s in the shop's fifty lines).
+        pub silence_s: f64,
+        /// How often the watcher checks the primary.
+        pub check_s: f64,
+        /// A check that takes longer has failed.
+        pub check_timeout_s: f64,
+        /// The reference watcher's fence: off (promote and repoint) or on (fence the old
+        /// primary first).
+        pub fence: Fence,
+        /// The primary waits for the replica before acknowledging a commit
+        /// (`synchronous_standby_names`).
+        pub synchronous: bool,
+        /// The app's pool: connections, each writing one order every `write_every_s`.
+        pub app_connections: u32,
+        pub write_every_s: f64,
+        /// An open connection is closed and opened again (the service record resolved anew)
+        /// after this long (the pool's first connections after (k+1)/n of it, so they do not
+        /// all recycle at once); 0: only when it breaks.
+        pub conn_lifetime_s: f64,
+        /// A write (or a connect) that takes longer is abandoned: the order is `info`.
+        pub write_timeout_s: f64,
+        /// How often the harness samples both servers' roles and the proxies, REAL ms.
+        pub observe_real_ms: u64,
+    }
 }
 
 impl Default for FailoverSection {
     fn default() -> Self {
-        FailoverSection {
+        program_defaults!(FailoverSection {
             silence_s: 30.0,
             check_s: 1.0,
             check_timeout_s: 1.0,
@@ -57,14 +50,8 @@ impl Default for FailoverSection {
             write_every_s: 0.5,
             conn_lifetime_s: 20.0,
             write_timeout_s: 5.0,
-            command: None,
-            args: vec![],
-            ready: Ready::Exec,
-            restart: Restart::OnFailure,
-            restart_delay_s: 5.0,
-            ready_timeout_real_s: 30.0,
             observe_real_ms: 10,
-        }
+        })
     }
 }
 

@@ -21,7 +21,7 @@ use std::time::{Duration, Instant};
 pub fn is_failover(scenario: &str) -> bool {
     crate::scenario::resolve(scenario)
         .ok()
-        .and_then(|p| crate::scenario::load(&p).ok())
+        .and_then(|p| crate::scenario::load::file(&p).ok())
         .is_some_and(|s| s.file.system == System::Failover)
 }
 
@@ -108,7 +108,7 @@ pub async fn sweep(a: &SweepArgs) -> anyhow::Result<u8> {
         ),
         None => profile::Generated::default(),
     };
-    crate::scenario::validate(scenario.file.clone(), &scenario.path, &weather.faults)
+    crate::scenario::load::validate(scenario.file.clone(), &scenario.path, &weather.faults)
         .map_err(|e| anyhow::anyhow!("the latency profile does not fit the scenario: {e:#}"))?;
     let stamp = results::utc_stamp(std::time::SystemTime::now());
     let dir = a

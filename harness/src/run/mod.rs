@@ -33,18 +33,7 @@ pub fn resolve(opts: &RunOptions) -> anyhow::Result<Scenario> {
         return Ok((**s).clone());
     }
     let path = scenario::resolve(&opts.scenario)?;
-    let text =
-        std::fs::read_to_string(&path).map_err(|e| anyhow::anyhow!("{}: {e}", path.display()))?;
-    let mut file: scenario::ScenarioFile = toml::from_str(&text).map_err(|e| {
-        anyhow::anyhow!(
-            "{}: {}",
-            path.display(),
-            e.to_string()
-                .split_whitespace()
-                .collect::<Vec<_>>()
-                .join(" ")
-        )
-    })?;
+    let mut file = scenario::load::parse(&path)?;
     crate::failover::apply_overrides(&mut file, &opts.failover, opts.restart, opts.mover_flag())?;
     refuse_other_designs_flags(opts, &file)?;
     let m = &mut file.mover;
@@ -72,15 +61,7 @@ pub fn resolve(opts: &RunOptions) -> anyhow::Result<Scenario> {
     if let Some(v) = opts.objects_fence {
         file.objects.fence = v;
     }
-    if let Some(v) = &opts.mover_cmd {
-        m.command = Some(v.clone());
-    }
-    if let Some(v) = opts.mover_ready {
-        m.ready = v;
-    }
-    if let Some(v) = opts.restart {
-        m.restart = v;
-    }
+    m.override_program(opts.mover_cmd.as_ref(), opts.mover_ready, opts.restart);
     if let Some(v) = opts.lease_s {
         file.lease.lease_s = v;
     }
@@ -137,7 +118,7 @@ pub fn resolve(opts: &RunOptions) -> anyhow::Result<Scenario> {
         );
         file.time_scale_ms = scale;
     }
-    Ok(scenario::validate(file, &path, &opts.extra_faults)?)
+    Ok(scenario::load::validate(file, &path, &opts.extra_faults)?)
 }
 
 /// A design's own switch given for a scenario of another system was silently ignored

@@ -1,7 +1,8 @@
 //! The scenario's `[cluster]` section: how many shards and boxes, and which Postgres nodes run
 //! asynchronous commit.
 
-use super::{topology_of, ScenarioError, ScenarioFile, System, Validator};
+use super::{ScenarioError, ScenarioFile, Validator};
+use chaos_nemesis::Topology;
 use serde::{Deserialize, Serialize};
 
 #[derive(Debug, Clone, Serialize, Deserialize)]
@@ -26,20 +27,26 @@ impl Default for ClusterSection {
 }
 
 impl Validator {
-    /// `[cluster] asynchronous_commit` names the scenario's own Postgres nodes (the failover's
-    /// servers stream to each other and are started by its own bring-up: not there).
-    pub(super) fn asynchronous_commit(&self, file: &ScenarioFile) -> Result<(), ScenarioError> {
+    /// `[cluster] asynchronous_commit` names the scenario's own Postgres nodes, those of a
+    /// system that holds a lease (the failover's servers stream to each other and are started
+    /// by its own bring-up: not there).
+    pub(super) fn asynchronous_commit(
+        &self,
+        file: &ScenarioFile,
+        topology: &Topology,
+        holds_lease: bool,
+    ) -> Result<(), ScenarioError> {
         let named = &file.cluster.asynchronous_commit;
         if named.is_empty() {
             return Ok(());
         }
-        if file.system == System::Failover {
+        if !holds_lease {
             return Err(self.field(
                 "cluster.asynchronous_commit",
-                "the failover's servers run synchronous commit; asynchronous commit is for the mover's and the seed designs' nodes".into(),
+                format!("the {}'s servers run synchronous commit; asynchronous commit is for the nodes of a system that holds a lease", file.system.name()),
             ));
         }
-        let nodes = topology_of(file).postgres_nodes();
+        let nodes = topology.postgres_nodes();
         match named.iter().find(|n| !nodes.contains(n)) {
             Some(n) => Err(self.field(
                 "cluster.asynchronous_commit",

@@ -1,7 +1,7 @@
-//! The scenario's sections for the seed's other designs (`[payout]`, `[objects]`) and their checks, read only for the system that uses them.
+//! The scenario's sections for the seed's other designs (`[payout]`, `[objects]`), read only
+//! for the system that uses them; each system checks its own (`systems/payout.rs`,
+//! `systems/ten_objects.rs`).
 
-use super::{parse_date, ScenarioError, ScenarioFile, System, Validator};
-use chaos_nemesis::Topology;
 pub use chaos_workloads::designs::objects::ObjectsFence;
 use serde::{Deserialize, Serialize};
 
@@ -45,50 +45,6 @@ impl Default for ObjectsSection {
         ObjectsSection {
             count: 10,
             fence: ObjectsFence::Off,
-        }
-    }
-}
-
-impl Validator {
-    /// The seed's other designs: their own sections, checked only for the system that uses them.
-    pub(super) fn design(&self, file: &ScenarioFile) -> Result<(), ScenarioError> {
-        match file.system {
-            System::Payout => {
-                let p = &file.payout;
-                self.within(
-                    "payout.publishers",
-                    (1..=10_000).contains(&p.publishers),
-                    "1 to 10000",
-                    p.publishers,
-                )?;
-                let month_ok = p.month.len() == 7
-                    && p.month.as_bytes()[4] == b'-'
-                    && parse_date(&format!("{}-01", p.month)).is_some();
-                if !month_ok {
-                    return Err(self.field(
-                        "payout.month",
-                        format!("'{}' is not a month YYYY-MM", p.month),
-                    ));
-                }
-                let topology = Topology::new(file.cluster.boxes, file.cluster.shards);
-                if !topology.shards().contains(&p.processor) {
-                    return Err(self.field(
-                        "payout.processor",
-                        format!(
-                            "'{}' is not a shard of this cluster (shard1 to shard{})",
-                            p.processor, file.cluster.shards
-                        ),
-                    ));
-                }
-                Ok(())
-            }
-            System::TenObjects => self.within(
-                "objects.count",
-                (1..=100).contains(&file.objects.count),
-                "1 to 100",
-                file.objects.count,
-            ),
-            System::Mover | System::Failover => Ok(()),
         }
     }
 }

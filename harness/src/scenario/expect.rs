@@ -1,7 +1,7 @@
 //! The scenario's `[expect]` section: the verdict it is expected to show and the dangerous
 //! moments it exists to reach (a valid run that reached none of them is `unknown`).
 
-use super::{Scenario, ScenarioError, ScenarioFile, System, Validator};
+use super::{Scenario, ScenarioError, ScenarioFile, Validator};
 use chaos_history::Moment;
 use serde::{Deserialize, Serialize};
 
@@ -18,7 +18,13 @@ pub struct ExpectSection {
 }
 
 impl Validator {
-    pub(super) fn expect(&self, file: &ScenarioFile) -> Result<(), ScenarioError> {
+    /// The verdict is one of three; the moments are the ones its system can reach (a lease's,
+    /// or the failover's when its boxes hold none).
+    pub(super) fn expect(
+        &self,
+        file: &ScenarioFile,
+        holds_lease: bool,
+    ) -> Result<(), ScenarioError> {
         if let Some(v) = &file.expect.verdict {
             if !["valid", "invalid", "unknown"].contains(&v.as_str()) {
                 return Err(self.field(
@@ -27,7 +33,7 @@ impl Validator {
                 ));
             }
         }
-        let failover = file.system == System::Failover;
+        let failover = !holds_lease;
         for name in &file.expect.reach {
             let m = Moment::parse(name).map_err(|e| self.field("expect.reach", e))?;
             if m.failover() != failover {

@@ -20,7 +20,7 @@ fn a_fault_lands_only_on_the_lock_services_it_names() {
         file.time_scale_ms = file
             .lock
             .time_scale_ms(file.time_scale_ms, file.lease.lease_s);
-        let s = validate(file, &path, &[]).unwrap();
+        let s = load::validate(file, &path, &[]).unwrap();
         s.faults
             .iter()
             .filter(|f| matches!(&f.kind, FaultKind::Down { link } if link.starts_with("box-2->")))

@@ -1,10 +1,12 @@
 //! System `failover` (GitHub, October 2018): a watcher that promotes a replica when the
 //! primary falls silent. Its run has its own frame and testbed (`failover/`: a primary, a
-//! replica, a service, one watcher); here are its reference program and argv.
+//! replica, a service, one watcher); here are its reference program and argv, its checks of a
+//! scenario file and what its faults can name.
 
 use super::interface::SystemUnderTest;
 use crate::failover::settings::{FailoverSection, Fence};
-use crate::scenario::ScenarioFile;
+use crate::scenario::{ScenarioError, ScenarioFile, Validator};
+use chaos_nemesis::Topology;
 
 /// System `failover`.
 pub struct Failover;
@@ -25,6 +27,23 @@ impl SystemUnderTest for Failover {
 
     fn own_program_flag(&self) -> &'static str {
         "--watcher-cmd"
+    }
+
+    /// Its `[failover]` section, and no trigger or generator it cannot honour.
+    fn check_file(&self, v: &Validator, file: &ScenarioFile) -> Result<(), ScenarioError> {
+        let trigger = file.faults.iter().position(|x| x.when.is_some());
+        let random = file.nemesis.random.is_some();
+        crate::failover::settings::validate(file.failover.as_ref(), trigger, random)
+            .map_err(|(f, m)| v.field(&f, m))
+    }
+
+    /// The watcher (a box), the two servers and the links between them and the app.
+    fn topology(&self, _file: &ScenarioFile) -> Topology {
+        crate::failover::settings::topology()
+    }
+
+    fn holds_lease(&self) -> bool {
+        false
     }
 
     fn reference_args(&self, s: &ScenarioFile) -> Vec<String> {

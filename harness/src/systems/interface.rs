@@ -2,8 +2,9 @@
 //! implementations share: the settings every record keeps, a commit's stamp, a failed
 //! statement's line.
 
-use crate::scenario::{Scenario, ScenarioFile};
+use crate::scenario::{Scenario, ScenarioError, ScenarioFile, Validator};
 use chaos_history::{Audit, FinalState, ObjectsMeta, PayoutMeta};
+use chaos_nemesis::Topology;
 use futures_util::future::BoxFuture;
 use std::collections::BTreeMap;
 use std::time::Duration;
@@ -29,6 +30,21 @@ pub trait SystemUnderTest: Sync {
 
     /// The reference program's argv for the scenario's switches.
     fn reference_args(&self, s: &ScenarioFile) -> Vec<String>;
+
+    /// Its checks of a scenario file, beyond what every scenario has (times, faults,
+    /// `[expect]`): its own sections, each refusal naming the field.
+    fn check_file(&self, v: &Validator, file: &ScenarioFile) -> Result<(), ScenarioError>;
+
+    /// The boxes, nodes and links its scenario's faults can name.
+    fn topology(&self, file: &ScenarioFile) -> Topology {
+        lease_topology(file)
+    }
+
+    /// Whether its boxes hold a lease (and so can reach a lease's dangerous moments, and run
+    /// on nodes of the scenario's own, some perhaps with asynchronous commit).
+    fn holds_lease(&self) -> bool {
+        true
+    }
 
     /// Whether the run has a farm of turbines to move (and readings to ingest meanwhile).
     fn moves_turbines(&self) -> bool {
@@ -65,6 +81,24 @@ pub trait SystemUnderTest: Sync {
         _fin: &'a mut FinalState,
     ) -> BoxFuture<'a, ()> {
         Box::pin(async {})
+    }
+}
+
+/// The mover's cluster (routing db, shards, boxes), with the lock service's nodes when it
+/// runs a server of its own (the node `lock`, or `lock-1` .. `lock-3`, linked from every box).
+fn lease_topology(file: &ScenarioFile) -> Topology {
+    if !file.lock.has_node() {
+        return Topology::new(file.cluster.boxes, file.cluster.shards);
+    }
+    let t = Topology::with_lock(
+        file.cluster.boxes,
+        file.cluster.shards,
+        &file.lock.member_names(),
+        &[crate::lock::LOCK_LEADER],
+    );
+    match file.lock.replica_name() {
+        Some(replica) => t.with_replica(crate::lock::LOCK_NODE, replica),
+        None => t,
     }
 }
 

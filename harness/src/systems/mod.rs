@@ -48,3 +48,6 @@ pub fn reference_program(system: System) -> anyhow::Result<PathBuf> {
         system.own_program_flag()
     )
 }
+
+#[cfg(test)]
+mod tests;

@@ -3,7 +3,7 @@
 //! audits, and its final reads are the testbed's own (`audit.rs`).
 
 use super::interface::{common_settings, Settings, SystemUnderTest};
-use crate::scenario::{Scenario, ScenarioFile};
+use crate::scenario::{Scenario, ScenarioError, ScenarioFile, Validator};
 use chaos_workloads::mover::switch_name;
 
 /// System `mover`.
@@ -16,6 +16,11 @@ impl SystemUnderTest for Mover {
 
     fn moves_turbines(&self) -> bool {
         true
+    }
+
+    fn check_file(&self, v: &Validator, file: &ScenarioFile) -> Result<(), ScenarioError> {
+        v.lease_settings(file)?;
+        v.data(&file.data, file.cluster.shards)
     }
 
     fn reference_args(&self, s: &ScenarioFile) -> Vec<String> {

@@ -6,8 +6,9 @@ use super::interface::{
     common_settings, failed, Settings, ShardUrl, SystemUnderTest, COMMIT_NS, TIMEOUT,
 };
 use crate::db;
-use crate::scenario::{Scenario, ScenarioFile};
+use crate::scenario::{parse_date, Scenario, ScenarioError, ScenarioFile, Validator};
 use chaos_history::{Audit, FinalState, ObjectsMeta, Payee, Payment, PayoutMeta};
+use chaos_nemesis::Topology;
 use chaos_workloads::mover::switch_name;
 use chaos_workloads::schema::PROCESSOR_SQL;
 use futures_util::future::BoxFuture;
@@ -78,6 +79,37 @@ async fn install(s: &Scenario, routing_url: &str, shards: &[ShardUrl]) -> Result
 impl SystemUnderTest for Payout {
     fn program(&self) -> &'static str {
         "payer"
+    }
+
+    /// Its `[payout]`: how many publishers, the month, and a processor among the shards.
+    fn check_file(&self, v: &Validator, file: &ScenarioFile) -> Result<(), ScenarioError> {
+        v.lease_settings(file)?;
+        let p = &file.payout;
+        v.within(
+            "payout.publishers",
+            (1..=10_000).contains(&p.publishers),
+            "1 to 10000",
+            p.publishers,
+        )?;
+        let month_ok = p.month.len() == 7
+            && p.month.as_bytes()[4] == b'-'
+            && parse_date(&format!("{}-01", p.month)).is_some();
+        if !month_ok {
+            let why = format!("'{}' is not a month YYYY-MM", p.month);
+            return Err(v.field("payout.month", why));
+        }
+        let shards = file.cluster.shards;
+        if !Topology::new(file.cluster.boxes, shards)
+            .shards()
+            .contains(&p.processor)
+        {
+            let why = format!(
+                "'{}' is not a shard of this cluster (shard1 to shard{shards})",
+                p.processor
+            );
+            return Err(v.field("payout.processor", why));
+        }
+        Ok(())
     }
 
     fn reference_args(&self, s: &ScenarioFile) -> Vec<String> {

@@ -7,7 +7,7 @@ use super::interface::{
     common_settings, failed, Settings, ShardUrl, SystemUnderTest, COMMIT_NS, TIMEOUT,
 };
 use crate::db;
-use crate::scenario::{Scenario, ScenarioFile};
+use crate::scenario::{Scenario, ScenarioError, ScenarioFile, Validator};
 use chaos_history::{
     Audit, ConfigObject, ConfigPointer, ConfigState, FinalState, ObjectWrite, ObjectWriteKind,
     ObjectsMeta, PayoutMeta,
@@ -193,6 +193,17 @@ async fn read_back(shards: &[ShardUrl], audit: &mut Audit, fin: &mut FinalState)
 impl SystemUnderTest for TenObjects {
     fn program(&self) -> &'static str {
         "updater"
+    }
+
+    fn check_file(&self, v: &Validator, file: &ScenarioFile) -> Result<(), ScenarioError> {
+        v.lease_settings(file)?;
+        let count = file.objects.count;
+        v.within(
+            "objects.count",
+            (1..=100).contains(&count),
+            "1 to 100",
+            count,
+        )
     }
 
     fn reference_args(&self, s: &ScenarioFile) -> Vec<String> {
