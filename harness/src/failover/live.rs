@@ -3,13 +3,12 @@
 use super::finals;
 use super::observe::{Observer, Watched};
 use super::testbed::FailoverBed;
-use crate::backend::{Cluster, MoverSpec};
-use crate::faults::Nemesis;
+use crate::backend::MoverSpec;
 use crate::links::{proxy_name, Links};
 use crate::movers::{Movers, Supervisor};
 use crate::progress::Progress;
-pub use crate::run::live::End;
-use crate::run::live::{wait_for_end, Ending};
+pub use crate::run::frame::End;
+use crate::run::frame::{start_clock, Ending, Frame};
 use crate::scenario::Scenario;
 use chaos_history::failover_names as names;
 use chaos_history::{FailoverFinal, HistoryWriter, ScenarioClock};
@@ -19,26 +18,19 @@ use std::collections::BTreeMap;
 use std::path::Path;
 use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
 use std::sync::Arc;
-use std::time::{Duration, Instant};
+use std::time::Duration;
 
 /// A history larger than this is cut (and the run marked incomplete).
 pub const HISTORY_LIMIT: u64 = 5_000_000;
 
+/// Everything a failover run has going: the frame every system shares, and its own parts.
 pub struct Live {
-    scenario: Arc<Scenario>,
-    cluster: Arc<tokio::sync::Mutex<Cluster>>,
-    links: Arc<Links>,
-    pub history: HistoryWriter,
-    pub clock: ScenarioClock,
-    pub movers: Arc<Movers>,
-    pub nemesis: Arc<Nemesis>,
-    progress: Arc<Progress>,
+    pub frame: Frame,
     nemesis_task: tokio::task::JoinHandle<()>,
     observer: Observer,
     stop_app: Arc<AtomicBool>,
     app: Vec<tokio::task::JoinHandle<AppStats>>,
     admin: Vec<(String, String)>,
-    t0: Instant,
 }
 
 /// What the run leaves for judging.
@@ -50,11 +42,6 @@ pub struct Finals {
 }
 
 impl Live {
-    /// The run's clock checked against the wall clock now (`progress::checked_clock`).
-    pub fn clock_now(&self, quiet: bool) -> ScenarioClock {
-        crate::progress::checked_clock(self.clock, self.t0, quiet)
-    }
-
     /// Start the watcher held at its gate, start the clock, the observer, the watcher, the
     /// nemesis and the app.
     pub async fn start(
@@ -82,14 +69,13 @@ impl Live {
             .map(|n| (n.to_string(), cluster.admin_url(n)))
             .collect();
         let cluster = Arc::new(tokio::sync::Mutex::new(cluster));
-        let (t0, clock, history) =
-            crate::run::live::start_clock(&scenario, history_path, HISTORY_LIMIT)?;
+        let started = start_clock(&scenario, history_path, HISTORY_LIMIT)?;
         let progress = Arc::new(Progress::new(0));
         let real = |scenario_s: f64| Duration::from_millis(scenario.real_ms(scenario_s * 1000.0));
         let movers = Movers::new(
             vec![watcher],
             launcher,
-            history.clone(),
+            started.history.clone(),
             progress.clone(),
             log_dir.to_path_buf(),
             real(f.silence_s).max(Duration::from_secs(1)),
@@ -99,27 +85,20 @@ impl Live {
             },
             Default::default(),
         );
-        let nemesis = Nemesis::new(
-            cluster.clone(),
-            links.clone(),
-            movers.clone(),
-            history.clone(),
-            progress.clone(),
-            scenario.clone(),
-            t0,
-        );
+        let frame = Frame::new(scenario.clone(), cluster, links, started, progress, movers);
+        let (nemesis, history, links) = (&frame.nemesis, &frame.history, &frame.links);
         let schedule = scenario.schedule.clone();
         let initial = nemesis.apply_initial(&schedule).await;
-        tokio::time::sleep_until(t0.into()).await;
+        tokio::time::sleep_until(frame.t0.into()).await;
         let by_upstream: BTreeMap<String, String> = upstreams
             .iter()
             .map(|(n, u)| (u.clone(), n.clone()))
             .collect();
         let observer = Observer::start(
-            watched(&admin, &links, &by_upstream, f.observe_real_ms),
-            &history,
+            watched(&admin, links, &by_upstream, f.observe_real_ms),
+            history,
         );
-        movers.spawn(names::WATCHER).await?;
+        frame.movers.spawn(names::WATCHER).await?;
         let nemesis_task = tokio::spawn(nemesis.clone().run(schedule, initial));
         let routes = by_upstream
             .iter()
@@ -134,42 +113,32 @@ impl Live {
             })
             .collect();
         let stop_app = Arc::new(AtomicBool::new(false));
-        let app = start_app(&scenario, &links, routes, &history, &stop_app)?;
+        let app = start_app(&scenario, links, routes, history, &stop_app)?;
         Ok(Live {
-            scenario,
-            cluster,
-            links,
-            history,
-            clock,
-            movers,
-            nemesis,
-            progress,
+            frame,
             nemesis_task,
             observer,
             stop_app,
             app,
             admin,
-            t0,
         })
     }
 
     /// Wait for the scenario's end (or the watcher proving unable to run); progress meanwhile.
     pub async fn wait(&self, quiet: bool) -> End {
         let ending = |now_ms: i64| {
-            if let Some(failure) = self.movers.setup_failure() {
-                return Some(Ending::setup_failure("the watcher could not run", failure));
-            }
-            (now_ms >= self.scenario.end_ms).then(|| {
-                let limit = ScenarioClock::format(self.scenario.end_ms);
+            (now_ms >= self.frame.scenario.end_ms).then(|| {
+                let limit = ScenarioClock::format(self.frame.scenario.end_ms);
                 Ending::because(&format!("the scenario's end {limit} was reached"))
             })
         };
-        wait_for_end(&self.history, self.t0, quiet, ending, |ms| self.line(ms)).await
+        let line = |ms| self.line(ms);
+        self.frame.wait(quiet, "the watcher", ending, line).await
     }
 
     fn line(&self, now_ms: i64) -> String {
-        let s = self.progress.snapshot();
-        let watcher = if self.movers.is_running(names::WATCHER) {
+        let s = self.frame.progress.snapshot();
+        let watcher = if self.frame.movers.is_running(names::WATCHER) {
             "running"
         } else {
             "exited"
@@ -187,7 +156,7 @@ impl Live {
         self.observer.stop().await;
         self.nemesis_task.abort();
         let _ = self.nemesis_task.await;
-        self.movers.stop_all().await;
+        self.frame.movers.stop_all().await;
         self.stop_app.store(true, Ordering::Relaxed);
         let mut app = AppStats::default();
         for t in self.app {
@@ -198,23 +167,22 @@ impl Live {
                 app.connects += s.connects;
             }
         }
-        self.nemesis.heal_all().await;
-        let finals = if read {
-            let state = finals::read(&self.admin).await;
-            let (events, dropped) = self.history.finish()?;
-            Some(Finals {
+        self.frame.nemesis.heal_all().await;
+        let state = match read {
+            true => Some(finals::read(&self.admin).await),
+            false => None,
+        };
+        // Closed before the servers stop, stopped whether or not it closes.
+        let counted = self.frame.close_history(read);
+        self.frame.stop_servers().await;
+        Ok(state
+            .zip(counted?)
+            .map(|(state, (events, dropped))| Finals {
                 state,
                 app,
                 events,
                 dropped,
-            })
-        } else {
-            let _ = self.history.finish();
-            None
-        };
-        self.cluster.lock().await.stop_all().await;
-        self.links.shutdown().await;
-        Ok(finals)
+            }))
     }
 }
 

@@ -117,8 +117,8 @@ async fn run_in(
     let live = live::Live::start(scenario.clone(), bed, spec, &history_path, &dir.logs).await?;
     let end = live.wait(quiet).await;
     let t_final = Instant::now();
-    let clock = live.clock_now(quiet);
-    let (lags, exits) = (live.nemesis.lags_us(), live.movers.exits());
+    let clock = live.frame.clock_now(quiet);
+    let (lags, exits) = (live.frame.nemesis.lags_us(), live.frame.movers.exits());
     let Some(finals) = live.wind_down(end.setup_failure.is_none()).await? else {
         anyhow::bail!("{}", end.setup_failure.unwrap_or_default());
     };

@@ -1,6 +1,7 @@
 //! After a run: its record written (run.json, audit, final state), its figures, and the verdict `chaos check` gives the stored run.
 
-use super::live::{End, Finals, HISTORY_LIMIT};
+use super::frame::End;
+use super::live::{Finals, HISTORY_LIMIT};
 use super::options::Timings;
 use crate::results::{self, RunDir};
 use crate::scenario::Scenario;

@@ -5,6 +5,7 @@
 //! on its primary's silence.
 
 pub mod boxes;
+pub(crate) mod frame;
 mod judge;
 pub(crate) mod live;
 pub mod options;
@@ -221,8 +222,8 @@ async fn run_in(
 
     // Heal, stop, read. Every fault is healed before the final reads.
     let t_final = Instant::now();
-    let clock = live.clock_now(quiet);
-    let (lags, exits) = (live.nemesis.lags_us(), live.movers.exits());
+    let clock = live.frame.clock_now(quiet);
+    let (lags, exits) = (live.frame.nemesis.lags_us(), live.frame.movers.exits());
     let finals = live.wind_down(end.setup_failure.is_none()).await?;
     let Some(finals) = finals else {
         // Nothing to judge: the mover could not run. Say why, once.
