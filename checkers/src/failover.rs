@@ -8,7 +8,7 @@ mod timeline;
 
 use crate::{Anomaly, Stats, Verdict};
 use chaos_history::failover_names as names;
-use chaos_history::{FailoverFinal, FailoverMeta, History};
+use chaos_history::{FailoverFinal, FailoverMeta, History, RealMs};
 use serde::{Deserialize, Serialize};
 pub use timeline::{Outcome, Role, Timeline};
 
@@ -50,9 +50,10 @@ pub struct FailoverStats {
     pub false_promotions: u64,
     /// The watcher's check latencies (real ms, from its `check` lines).
     pub checks: u64,
-    pub check_latency_p50_ms: Option<f64>,
-    pub check_latency_p999_ms: Option<f64>,
-    pub check_latency_max_ms: Option<f64>,
+    /// The watcher's check latencies as it reported them, real ms.
+    pub check_latency_p50_ms: Option<RealMs<f64>>,
+    pub check_latency_p999_ms: Option<RealMs<f64>>,
+    pub check_latency_max_ms: Option<RealMs<f64>>,
 }
 
 /// Judge a failover run: its history as read back (a torn last line or no event at all

@@ -1,7 +1,8 @@
 //! The streaming half of the checker: folds history events one at a time into the little it must remember.
 
 use crate::readings::ReadingSet;
-use chaos_history::{Op, OpType, RunMeta};
+use chaos_history::verb;
+use chaos_history::{Op, OpType, ReadingMs, RunMeta};
 use serde::Deserialize;
 use std::collections::HashMap;
 
@@ -124,7 +125,7 @@ impl HistoryFold {
     /// Fold one event.
     pub fn observe(&mut self, op: &Op) {
         self.notes.extend(crate::notes::Note::of(op));
-        let ingest = op.f == "ingest" && op.process.starts_with("ingest");
+        let ingest = op.f == verb::INGEST && op.process.starts_with("ingest");
         if op.kind == OpType::Invoke && !ingest {
             // Invocations promise nothing: only completions are judged (an
             // ingest invoke is remembered until it completes).
@@ -134,7 +135,7 @@ impl HistoryFold {
         let v = &op.value;
         let str_of = |k: &str| v.get(k).and_then(|x| x.as_str());
         let int_of = |k: &str| v.get(k).and_then(|x| x.as_i64());
-        let ingest = op.f == "ingest";
+        let ingest = op.f == verb::INGEST;
         self.observe_event(Event {
             kind: op.kind,
             process: &op.process,
@@ -203,7 +204,7 @@ impl HistoryFold {
     /// array; an array holding anything but strings must go to `observe`). A line
     /// [`HistoryFold::keeps_whole`] names must go to `observe` or `observe_line`.
     pub fn observe_fields(&mut self, e: &FoldEvent) {
-        let ingest = e.f == "ingest" && e.process.starts_with("ingest");
+        let ingest = e.f == verb::INGEST && e.process.starts_with("ingest");
         if e.kind == OpType::Invoke && !ingest {
             self.events += 1;
             return;
@@ -219,7 +220,7 @@ impl HistoryFold {
             shard: e.shard,
             ts_ms: e.ts_ms,
             turbines: match e.f {
-                "ingest" => e.turbines.map(Names::Listed),
+                verb::INGEST => e.turbines.map(Names::Listed),
                 _ => None,
             },
         });
@@ -228,11 +229,11 @@ impl HistoryFold {
     fn observe_event(&mut self, e: Event) {
         self.events += 1;
         match e.kind {
-            kind if e.f == "ingest" && e.process.starts_with("ingest") => {
+            kind if e.f == verb::INGEST && e.process.starts_with("ingest") => {
                 self.observe_ingest(&e, kind)
             }
             OpType::Invoke => {}
-            OpType::Fail if e.reason == Some("fenced") => {
+            OpType::Fail if e.reason == Some(verb::FENCED) => {
                 self.refusals.push(Refusal {
                     process: e.process.to_string(),
                     f: e.f.to_string(),
@@ -432,7 +433,7 @@ pub struct FoldEvent<'a> {
     pub token: Option<i64>,
     pub shard_token: Option<i64>,
     pub shard: Option<&'a str>,
-    pub ts_ms: Option<i64>,
+    pub ts_ms: Option<ReadingMs>,
     /// An ingest batch's turbine names (read only when `f` is `ingest`).
     pub turbines: Option<TurbineList<'a>>,
 }

@@ -16,6 +16,7 @@ use crate::claims::Claims;
 use crate::notes::{Kind, Note};
 use crate::times::{format_ms, scenario_ms};
 use crate::{Anomaly, AnomalyClass, Severity};
+use chaos_history::verb;
 use chaos_history::{Audit, ClaimChange, RunMeta, ScenarioClock};
 use serde_json::json;
 use std::collections::BTreeMap;
@@ -53,7 +54,7 @@ fn told(notes: &[Note], clock: &ScenarioClock) -> Vec<Told> {
         let Some(token) = n.token.filter(|&t| t > 0) else {
             continue;
         };
-        if n.f == "acquire" && n.kind == Kind::Ok && n.process.starts_with("box-") {
+        if n.f == verb::ACQUIRE && n.kind == Kind::Ok && n.process.starts_with("box-") {
             first.entry((&n.process, token)).or_insert(n.time_ns);
         }
     }

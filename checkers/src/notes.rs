@@ -2,6 +2,7 @@
 //! nemesis's faults and each box's own view of its lease (`acquire`, `renew`, `lost`, `done`).
 //! The fold keeps them (a handful per run) for the moments a run reached (`reached.rs`).
 
+use chaos_history::verb;
 use chaos_history::{Op, OpType};
 
 /// One such line, as the fold keeps it.
@@ -38,8 +39,8 @@ pub(crate) fn wanted(process: &str, f: &str, kind: OpType) -> bool {
         OpType::Invoke => false,
         _ if process == "nemesis" => true,
         _ if !process.starts_with("box-") => false,
-        OpType::Ok => f == "acquire" || f == "done",
-        _ => f == "renew" || f == "lost",
+        OpType::Ok => f == verb::ACQUIRE || f == verb::DONE,
+        _ => f == verb::RENEW || f == verb::LOST,
     }
 }
 

@@ -15,6 +15,7 @@ use crate::notes::{Kind, Note};
 use crate::times::{format_ms, scenario_ms};
 use crate::writes::Attributed;
 use crate::{Anomaly, AnomalyClass, Validity, Verdict};
+use chaos_history::verb;
 use chaos_history::{Moment, RunMeta, ScenarioClock};
 use serde::{Deserialize, Serialize};
 use std::collections::BTreeMap;
@@ -332,7 +333,7 @@ impl Scene<'_> {
         let failed = self
             .notes
             .iter()
-            .filter(|n| n.f == "renew" && n.kind != Kind::Ok && n.process != "nemesis");
+            .filter(|n| n.f == verb::RENEW && n.kind != Kind::Ok && n.process != "nemesis");
         for n in failed {
             let how = match (n.kind, n.reason.as_deref()) {
                 (Kind::Fail, Some("lost")) => "refused",
@@ -360,10 +361,11 @@ impl Scene<'_> {
             .iter()
             .filter(|n| n.process.starts_with("box-"))
             .filter_map(|n| {
-                let begins = n.f == "acquire" && n.kind == Kind::Ok;
-                let refused =
-                    n.f == "renew" && n.kind == Kind::Fail && n.reason.as_deref() == Some("lost");
-                let ends = n.f == "lost" || n.f == "done" || refused;
+                let begins = n.f == verb::ACQUIRE && n.kind == Kind::Ok;
+                let refused = n.f == verb::RENEW
+                    && n.kind == Kind::Fail
+                    && n.reason.as_deref() == Some("lost");
+                let ends = n.f == verb::LOST || n.f == verb::DONE || refused;
                 (begins || ends).then_some((n.time_ns, n.process.as_str(), begins, n.token))
             })
             .collect();

@@ -1,6 +1,6 @@
 //! Reading arithmetic on runs: which readings are expected, present, lost, duplicated or misplaced, at a cost that follows the number of runs, not rows.
 
-use chaos_history::{Run, RunBuilder};
+use chaos_history::{ReadingMs, Run, RunBuilder};
 
 /// Timestamps arriving mostly in ascending order (ingest acknowledgements),
 /// held as runs. Completions of concurrent batches can arrive out of order:
@@ -65,8 +65,8 @@ pub enum Source {
 #[derive(Debug, Default, Clone, Copy, PartialEq, Eq)]
 pub struct Tally {
     pub count: u64,
-    pub first_ms: Option<i64>,
-    pub last_ms: Option<i64>,
+    pub first_ms: Option<ReadingMs>,
+    pub last_ms: Option<ReadingMs>,
 }
 
 impl Tally {

@@ -3,6 +3,7 @@
 use crate::backend::{Launcher, MoverSpec, Signaller};
 use crate::progress::Progress;
 use crate::scenario::Restart;
+use chaos_history::verb;
 use chaos_history::{HistoryWriter, OpType};
 use serde_json::json;
 use std::collections::BTreeMap;
@@ -211,7 +212,7 @@ impl Movers {
             me.running_now.lock().unwrap().remove(&name);
             me.exits.lock().unwrap().insert(name.clone(), code);
             me.history
-                .record(&name, OpType::Info, "exit", json!({ "code": code }));
+                .record(&name, OpType::Info, verb::EXIT, json!({ "code": code }));
             // Owed before the count drops, so the run never sees "nobody left" in between.
             let restart = me.supervises(&name, code);
             if restart {
@@ -307,7 +308,7 @@ impl Movers {
             };
             value["after_exit"] = json!(code);
             value["delay_real_ms"] = json!(self.supervisor.delay.as_millis() as u64);
-            self.history.record("harness", kind, "restart", value);
+            self.history.record("harness", kind, verb::RESTART, value);
         }
         self.restart_paid(box_name);
     }

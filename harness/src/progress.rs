@@ -1,5 +1,6 @@
 //! What a person watching a run sees: turbines moved, the current holder, refused writes, printed as a line every few seconds.
 
+use chaos_history::verb;
 use chaos_history::{OpType, ScenarioClock};
 use std::sync::Mutex;
 
@@ -33,13 +34,13 @@ impl Progress {
     pub fn observe(&self, box_name: &str, kind: OpType, f: &str, value: &serde_json::Value) {
         let mut s = self.state.lock().unwrap();
         match (kind, f) {
-            (OpType::Ok, "acquire") => {
+            (OpType::Ok, verb::ACQUIRE) => {
                 s.holder = Some((
                     box_name.to_string(),
                     value.get("token").and_then(|t| t.as_i64()).unwrap_or(0),
                 ))
             }
-            (OpType::Invoke, "delete") => {
+            (OpType::Invoke, verb::DELETE) => {
                 let why = value
                     .get("why")
                     .and_then(|w| w.as_str())
@@ -50,13 +51,15 @@ impl Progress {
                 }
                 s.deleting.insert(box_name.to_string(), why);
             }
-            (OpType::Ok, "delete") => {
+            (OpType::Ok, verb::DELETE) => {
                 if s.deleting.remove(box_name).as_deref() != Some("tidy-up") {
                     s.moved += 1;
                 }
             }
-            (OpType::Ok, "skip") => s.skipped += 1,
-            (OpType::Fail, _) if value.get("reason").and_then(|r| r.as_str()) == Some("fenced") => {
+            (OpType::Ok, verb::SKIP) => s.skipped += 1,
+            (OpType::Fail, _)
+                if value.get("reason").and_then(|r| r.as_str()) == Some(verb::FENCED) =>
+            {
                 s.refused += 1
             }
             _ => {}

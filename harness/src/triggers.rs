@@ -10,6 +10,7 @@ use crate::faults::Nemesis;
 use crate::link_events::{OnEvents, HOLD_LIMIT};
 use crate::scenario::Scenario;
 use crate::wire::{ServerStreams, WireEvent};
+use chaos_history::verb;
 use chaos_history::{OpType, ScenarioClock};
 use chaos_nemesis::{Event, Fault, FaultKind, Inside, Trigger};
 use serde_json::json;
@@ -400,7 +401,7 @@ impl Watch {
             history.record(
                 "nemesis",
                 OpType::Info,
-                "trigger-unfired",
+                verb::TRIGGER_UNFIRED,
                 json!({ "fault": index, "when": when, "optional": optional }),
             );
         }
@@ -628,7 +629,7 @@ pub async fn fire(
     nemesis.history.record(
         "nemesis",
         OpType::Info,
-        "trigger",
+        verb::TRIGGER,
         json!({
             "fault": f.index,
             "when": f.describe,

@@ -2,6 +2,20 @@
 
 use serde::{Deserialize, Serialize};
 
+/// Scenario milliseconds: the scenario's own clock (1 scenario second is `time_scale_ms` real
+/// ms). What scenarios, reports, the nemesis and the history's `scenario_time` speak. A field
+/// named `*_ms` at a seam between crates says its unit in its type: this, `RealMs` or
+/// `ReadingMs` (ARCHITECTURE.md, "Scenario time and real time").
+pub type ScenarioMs<T = i64> = T;
+
+/// Real milliseconds: the machine's clock (the mover and watcher protocols' durations, already
+/// scaled; the proxy's toxics; measured lateness and latency).
+pub type RealMs<T = u64> = T;
+
+/// A reading's own timestamp in the farm's data: Unix ms on the scenario's calendar (a
+/// turbine's clock), neither a scenario instant nor a real one.
+pub type ReadingMs = i64;
+
 /// Milliseconds in a day, the modulus for printing a scenario time of day.
 const DAY_MS: i64 = 86_400_000;
 

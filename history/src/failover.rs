@@ -14,7 +14,7 @@
 //!   link, enabled, upstream, node}` (`node`: the server the upstream names, if any).
 //! - the nemesis: as for every system (paired verbs).
 
-use crate::ScenarioClock;
+use crate::{ScenarioClock, ScenarioMs};
 use serde::{Deserialize, Serialize};
 
 /// `run.json`'s `system` for a failover run.
@@ -50,10 +50,10 @@ pub struct FailoverMeta {
     pub seed: u64,
     pub clock: ScenarioClock,
     /// The watcher's silence constant and check interval, as configured.
-    pub silence_ms: i64,
-    pub check_ms: i64,
+    pub silence_ms: ScenarioMs,
+    pub check_ms: ScenarioMs,
     /// How often each app connection writes an order.
-    pub write_every_ms: i64,
+    pub write_every_ms: ScenarioMs,
     /// `off`, `on` (the reference watcher's switch) or `own` (a team's watcher).
     pub fence: String,
     /// The primary waits for the replica before it acknowledges a commit.

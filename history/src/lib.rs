@@ -15,7 +15,7 @@ mod runs;
 mod view;
 mod writer;
 
-pub use clock::ScenarioClock;
+pub use clock::{ReadingMs, RealMs, ScenarioClock, ScenarioMs};
 pub use designs::{
     ConfigObject, ConfigPointer, ConfigState, ObjectWrite, ObjectWriteKind, ObjectsMeta, Payee,
     Payment, PayoutMeta, System,

@@ -1,7 +1,7 @@
 //! The history's operations, typed: an event's `f` with the `value` fields its readers use, one variant per operation (the conventions in `record.rs`). The JSONL stays as it is; this is how it is read.
 
 use crate::view::{OpView, ValueFields};
-use crate::OpType;
+use crate::{OpType, ReadingMs};
 
 /// The `f` of every operation the harness, the ingest and the movers write (a nemesis fault's
 /// verbs are `chaos_nemesis::VERB_PAIRS`).
@@ -34,7 +34,7 @@ pub enum Operation<'v> {
     /// An ingest batch: readings at `ts_ms` for the listed turbines (kept as JSON text).
     Ingest {
         shard: Option<&'v str>,
-        ts_ms: Option<i64>,
+        ts_ms: Option<ReadingMs>,
         turbines: Option<String>,
     },
     Acquire {

@@ -17,7 +17,7 @@
 //!   value `{target, ..., scheduled_ms, lag_real_us}`.
 
 use crate::designs::{ConfigState, ObjectWrite, ObjectsMeta, Payment, PayoutMeta, System};
-use crate::{Op, Run, ScenarioClock};
+use crate::{Op, ReadingMs, Run, ScenarioClock, ScenarioMs};
 use serde::{Deserialize, Serialize};
 use std::collections::BTreeMap;
 
@@ -67,8 +67,8 @@ pub struct RunMeta {
     pub plan: Vec<PlanEntry>,
     pub seeded: Vec<SeededTurbine>,
     /// Lease length and copy time, scenario ms.
-    pub lease_ms: i64,
-    pub copy_ms: i64,
+    pub lease_ms: ScenarioMs,
+    pub copy_ms: ScenarioMs,
     /// Duplicated rows make the run invalid (default: cleanup work only).
     #[serde(default)]
     pub strict_duplicates: bool,
@@ -114,9 +114,9 @@ pub struct ShardWrite {
     pub rows: i64,
     /// Reading timestamps touched, Unix ms (scenario calendar).
     #[serde(default)]
-    pub min_ts_ms: Option<i64>,
+    pub min_ts_ms: Option<ReadingMs>,
     #[serde(default)]
-    pub max_ts_ms: Option<i64>,
+    pub max_ts_ms: Option<ReadingMs>,
     /// The writer's token when it said one (fence update or `chaos.token`).
     #[serde(default)]
     pub token: Option<i64>,
@@ -177,7 +177,7 @@ pub struct ValueCheck {
     /// Rows whose value is not the reading's value for their (turbine, ts).
     pub wrong: i64,
     /// The earliest reading timestamp (Unix ms) among the wrong rows.
-    pub first_wrong_ts_ms: Option<i64>,
+    pub first_wrong_ts_ms: Option<ReadingMs>,
 }
 
 /// The final state of every shard, as runs.

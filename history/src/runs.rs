@@ -1,15 +1,16 @@
 //! Runs: a regular series of readings `(first, last, step)` held as one value, so a year costs one comparison.
 
+use crate::ReadingMs;
 use serde::{Deserialize, Serialize};
 
 /// `count` readings at `first_ms`, `first_ms + step_ms`, ... `last_ms`,
 /// each present `copies` times (2 or more is a duplicate).
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Serialize, Deserialize)]
 pub struct Run {
-    pub first_ms: i64,
-    pub last_ms: i64,
+    pub first_ms: ReadingMs,
+    pub last_ms: ReadingMs,
     /// 0 for a run of one reading.
-    pub step_ms: i64,
+    pub step_ms: ReadingMs,
     #[serde(default = "one")]
     pub copies: u32,
 }

@@ -1,6 +1,7 @@
 //! One fault: what, on which target, from when and for how long (scenario ms).
 
 use crate::link::Link;
+use crate::ScenarioMs;
 use serde::{Deserialize, Serialize};
 
 /// Which direction of a link a toxic applies to (Toxiproxy's names).
@@ -58,9 +59,9 @@ pub enum FaultKind {
     Stall { target: String },
     Latency {
         link: String,
-        latency_ms: i64,
+        latency_ms: ScenarioMs,
         #[serde(default)]
-        jitter_ms: i64,
+        jitter_ms: ScenarioMs,
         #[serde(default)]
         stream: Stream,
     },
@@ -76,7 +77,7 @@ pub enum FaultKind {
     Timeout {
         link: String,
         #[serde(default)]
-        timeout_ms: i64,
+        timeout_ms: ScenarioMs,
         #[serde(default)]
         stream: Stream,
     },
@@ -84,7 +85,7 @@ pub enum FaultKind {
     ResetPeer {
         link: String,
         #[serde(default)]
-        timeout_ms: i64,
+        timeout_ms: ScenarioMs,
         #[serde(default)]
         stream: Stream,
     },
@@ -95,11 +96,11 @@ pub enum FaultKind {
     Clock {
         target: String,
         #[serde(default)]
-        offset_ms: i64,
+        offset_ms: ScenarioMs,
         #[serde(default, skip_serializing_if = "Option::is_none")]
         rate: Option<f64>,
         #[serde(default, skip_serializing_if = "Option::is_none")]
-        strobe_ms: Option<i64>,
+        strobe_ms: Option<ScenarioMs>,
         #[serde(default, skip_serializing_if = "Option::is_none")]
         strobe_for_s: Option<f64>,
     },
@@ -279,8 +280,8 @@ pub fn is_closing_verb(verb: &str) -> bool {
 /// before the final reads, like every fault).
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
 pub struct Fault {
-    pub at_ms: i64,
-    pub duration_ms: Option<i64>,
+    pub at_ms: ScenarioMs,
+    pub duration_ms: Option<ScenarioMs>,
     #[serde(flatten)]
     pub kind: FaultKind,
     /// Why it is in the scenario, for the report.

@@ -5,6 +5,10 @@
 //! says what to do and when, and refuses a schedule that names what does
 //! not exist.
 
+/// Scenario milliseconds, every time and duration of this crate (the same as
+/// `chaos_history::ScenarioMs`; the nemesis depends on no other crate of the house).
+pub type ScenarioMs<T = i64> = T;
+
 mod fault;
 mod link;
 mod random;
@@ -44,8 +48,8 @@ pub enum NemesisError {
     )]
     JitterOverLatency {
         index: usize,
-        latency_ms: i64,
-        jitter_ms: i64,
+        latency_ms: ScenarioMs,
+        jitter_ms: ScenarioMs,
     },
     #[error("fault {index} ({kind}): {detail}")]
     Invalid {

@@ -1,6 +1,6 @@
 //! Generated schedules for nightly runs: a seeded random mix of faults, the same seed giving the same schedule.
 
-use crate::{Fault, FaultKind, Stream, Topology};
+use crate::{Fault, FaultKind, ScenarioMs, Stream, Topology};
 use serde::{Deserialize, Serialize};
 
 /// splitmix64: tiny, fast, and the same on every platform forever, which
@@ -62,17 +62,17 @@ pub struct RandomProfile {
     #[serde(default)]
     pub targets: TargetSpread,
     /// Gap between faults.
-    pub interval_ms: [i64; 2],
+    pub interval_ms: [ScenarioMs; 2],
     /// How long each lasts.
-    pub duration_ms: [i64; 2],
+    pub duration_ms: [ScenarioMs; 2],
     #[serde(default = "default_latency")]
-    pub latency_ms: [i64; 2],
+    pub latency_ms: [ScenarioMs; 2],
     /// The least a stop, crash or kill lasts. A database takes its own time to start again
     /// (about 100 real ms after a crash here), a mover to start and connect (tens of ms), and
     /// a window shorter than that cannot end on time.
     /// Unset: the caller's floor (`generate`'s `restart_floor_ms`: 300 real ms in scenario ms).
     #[serde(default)]
-    pub restart_min_ms: Option<i64>,
+    pub restart_min_ms: Option<ScenarioMs>,
     /// Faults on whoever holds the claim at one of its shard writes (a triggered fault each):
     /// a pause, kill or starved CPU (as `faults` allows; a pause if it allows none) at its n-th write,
     /// n drawn from `holder_write`, inside the write's transaction or right after its commit.

@@ -1,14 +1,15 @@
 //! A schedule: faults validated against a topology and a scenario window, expanded into paired start/heal operations in time order.
 
-use crate::{Fault, FaultKind, LinkPattern, NemesisError, Topology};
-use serde::{Deserialize, Serialize};
+use crate::{Fault, FaultKind, LinkPattern, NemesisError, ScenarioMs, Topology};
+use serde::Serialize;
 
 /// One thing the nemesis does at a scenario time.
-#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[derive(Debug, Clone, PartialEq, Serialize)]
 pub struct NemesisOp {
-    pub at_ms: i64,
-    /// `pause`, `resume`, `stop`, `start`, `latency`, `heal`, ...
-    pub verb: String,
+    pub at_ms: ScenarioMs,
+    /// `pause`, `resume`, `stop`, `start`, `latency`, `heal`, ...: its kind's opening verb, or
+    /// with `heal` its closing one (`FaultKind::verb`, `heal_verb`).
+    pub verb: &'static str,
     /// Index of the fault in the scenario (pairs a heal with its fault).
     pub fault: usize,
     pub heal: bool,
@@ -19,7 +20,7 @@ pub struct NemesisOp {
 
 /// Operations sorted by time (stable: a heal scheduled at the same instant
 /// as a later fault's start comes first when it was listed first).
-#[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize)]
+#[derive(Debug, Clone, Default, PartialEq, Serialize)]
 pub struct Schedule {
     pub ops: Vec<NemesisOp>,
     /// Faults that land at a moment of the system (`when`), by their index in the scenario:
@@ -70,7 +71,7 @@ pub fn expand(
         }
         ops.push(NemesisOp {
             at_ms: fault.at_ms,
-            verb: fault.kind.verb().into(),
+            verb: fault.kind.verb(),
             fault: index,
             heal: false,
             kind: fault.kind.clone(),
@@ -79,7 +80,7 @@ pub fn expand(
         if let Some(d) = fault.duration_ms {
             ops.push(NemesisOp {
                 at_ms: fault.at_ms + d,
-                verb: fault.kind.heal_verb().into(),
+                verb: fault.kind.heal_verb(),
                 fault: index,
                 heal: true,
                 kind: fault.kind.clone(),
@@ -464,7 +465,7 @@ mod tests {
             ),
         ];
         let s = expand(&faults, &t, 0, 1000, fmt).unwrap();
-        let verbs: Vec<_> = s.ops.iter().map(|o| (o.at_ms, o.verb.as_str())).collect();
+        let verbs: Vec<_> = s.ops.iter().map(|o| (o.at_ms, o.verb)).collect();
         assert_eq!(
             verbs,
             vec![

@@ -3,6 +3,7 @@
 use crate::client::ToxiproxyClient;
 use crate::error::ProxyError;
 use crate::model::{Stream, ToxicKind, ToxicSpec};
+use crate::RealMs;
 use hdrhistogram::Histogram;
 use std::fmt;
 use std::net::SocketAddr;
@@ -26,7 +27,7 @@ pub struct BenchOptions {
     /// Bytes per request (echoed back).
     pub payload_bytes: usize,
     /// Latency toxic, applied downstream.
-    pub latency_ms: u32,
+    pub latency_ms: RealMs<u32>,
     /// Concurrent connections in the latency run (each exchange takes latency_ms).
     pub latency_connections: usize,
     /// Exchanges per connection in the latency run.
@@ -72,7 +73,7 @@ impl RunSummary {
 #[derive(Debug, Clone)]
 pub struct BenchReport {
     pub payload_bytes: usize,
-    pub latency_ms: u32,
+    pub latency_ms: RealMs<u32>,
     pub direct: RunSummary,
     pub proxied: RunSummary,
     pub latency: RunSummary,

@@ -1,5 +1,9 @@
 //! Toxiproxy-compatible fault-injecting TCP proxy, plus the project's one toxiproxy_rust wrapper.
 
+/// Real milliseconds: every time of this crate, a Toxiproxy server's (the same as
+/// `chaos_history::RealMs`; the proxy depends on no other crate of the house).
+pub type RealMs<T = u64> = T;
+
 pub mod applied;
 pub mod bench;
 pub mod client;

@@ -1,5 +1,6 @@
 //! The Toxiproxy 2.x API's values in the library API: streams, proxies and toxics to create, and what the API reports.
 
+use crate::RealMs;
 use serde::{Deserialize, Serialize};
 use std::collections::BTreeMap;
 use std::fmt;
@@ -134,15 +135,18 @@ pub enum ToxicKind {
     /// Data passes unchanged.
     Noop,
     /// Every chunk delayed `latency_ms` ± `jitter_ms`.
-    Latency { latency_ms: u32, jitter_ms: u32 },
+    Latency {
+        latency_ms: RealMs<u32>,
+        jitter_ms: RealMs<u32>,
+    },
     /// Data let through at `rate_kb` KB/s.
     Bandwidth { rate_kb: u32 },
     /// A close passed on after `delay_ms`.
-    SlowClose { delay_ms: u32 },
+    SlowClose { delay_ms: RealMs<u32> },
     /// Data dropped; the connection closed after `timeout_ms` (0 = never).
-    Timeout { timeout_ms: u32 },
+    Timeout { timeout_ms: RealMs<u32> },
     /// TCP RST `timeout_ms` after the next data.
-    ResetPeer { timeout_ms: u32 },
+    ResetPeer { timeout_ms: RealMs<u32> },
     /// The connection closed once `bytes` have passed.
     LimitData { bytes: u32 },
     /// Data cut into slices of about `average_size_bytes`, `delay_us` apart.

@@ -1,6 +1,6 @@
 //! Invoke->completion pairing and per-operation latency percentiles, in scenario ms.
 
-use chaos_history::{Op, OpType, ScenarioClock};
+use chaos_history::{Op, OpType, ScenarioClock, ScenarioMs};
 use hdrhistogram::Histogram;
 use serde::{Deserialize, Serialize};
 use std::collections::{BTreeMap, HashMap, VecDeque};
@@ -64,11 +64,11 @@ pub struct LatencyRow {
     pub info: u64,
     /// Invokes that never completed: not in the percentiles.
     pub open: u64,
-    pub p50_ms: f64,
-    pub p90_ms: f64,
-    pub p99_ms: f64,
-    pub p999_ms: f64,
-    pub max_ms: f64,
+    pub p50_ms: ScenarioMs<f64>,
+    pub p90_ms: ScenarioMs<f64>,
+    pub p99_ms: ScenarioMs<f64>,
+    pub p999_ms: ScenarioMs<f64>,
+    pub max_ms: ScenarioMs<f64>,
 }
 
 /// The class a process belongs to: its name without a trailing number

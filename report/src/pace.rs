@@ -1,7 +1,8 @@
 //! Whether a mover is too slow for its scenario's time scale: its copies, at p50, against the copy time the scenario allows (`copy_s`), with the `--time-scale-ms` that would fit it. A sh+psql mover spends real milliseconds starting processes whatever the scale; at 10 or 20 real ms per scenario second those are scenario seconds, and a run cut short by its time limit then says nothing about the lease.
 
 use crate::latency::LatencyRow;
-use chaos_history::RunMeta;
+use chaos_history::verb;
+use chaos_history::{RealMs, RunMeta, ScenarioMs};
 
 /// Scales suggested, real ms per scenario second.
 const NICE_SCALES_MS: [f64; 8] = [10.0, 20.0, 50.0, 100.0, 200.0, 500.0, 1000.0, 2000.0];
@@ -12,13 +13,13 @@ pub struct Pace {
     /// What was timed: the boxes' copies, or (when no copy was even begun) their claim calls.
     pub what: Timed,
     /// Their p50, scenario ms.
-    pub p50_ms: f64,
+    pub p50_ms: ScenarioMs<f64>,
     /// What the scenario allows them, scenario ms: a copy `[lease] copy_s`; a claim call half
     /// the lease (a holder must renew well inside it).
-    pub allowed_ms: i64,
+    pub allowed_ms: ScenarioMs,
     /// The run's scale and the one suggested, real ms per scenario second.
-    pub scale_ms: f64,
-    pub suggest_scale_ms: f64,
+    pub scale_ms: RealMs<f64>,
+    pub suggest_scale_ms: RealMs<f64>,
 }
 
 /// What a pace was measured on.
@@ -54,11 +55,11 @@ pub fn pace(meta: &RunMeta, latency: &[LatencyRow]) -> Option<Pace> {
             .iter()
             .find(|r| r.class == "box" && r.f == f && r.count > 0)
     };
-    let (what, p50_ms, allowed_ms) = match boxes("copy") {
+    let (what, p50_ms, allowed_ms) = match boxes(verb::COPY) {
         Some(copies) => (Timed::Copies, copies.p50_ms, meta.copy_ms),
         // No copy completed (none begun, or each cut short): the claim calls are timed.
         None => {
-            let slowest = ["acquire", "renew"]
+            let slowest = [verb::ACQUIRE, verb::RENEW]
                 .iter()
                 .filter_map(|f| boxes(f))
                 .map(|r| r.p50_ms)

@@ -1,6 +1,7 @@
 //! The run told in scenario time: the events an engineer compares with the incident (grants, failed renewals, carry-on, takeovers, refusals, tidy-ups, faults), from the history alone.
 
 use chaos_checkers::{AnomalyClass, Verdict};
+use chaos_history::verb;
 use chaos_history::{OpType, OpView, RunMeta, RunRecord, ScenarioClock};
 use std::collections::{BTreeMap, BTreeSet, BinaryHeap, HashMap};
 
@@ -167,11 +168,11 @@ impl StoryFold {
         // Each teller says whether the event was one of its kinds; a refused write
         // or a nemesis operation can be of any `f`.
         let claimed = match &*op.f {
-            "acquire" | "fence" | "lost" | "done" => self.claim(&e),
-            "renew" => self.renewal(&e),
-            "copy" | "delete" => self.shard_work(&e),
-            "exit" | "restart" => self.supervision(&e),
-            "trigger" | "trigger-unfired" => self.trigger(&e),
+            verb::ACQUIRE | verb::FENCE | verb::LOST | verb::DONE => self.claim(&e),
+            verb::RENEW => self.renewal(&e),
+            verb::COPY | verb::DELETE => self.shard_work(&e),
+            verb::EXIT | verb::RESTART => self.supervision(&e),
+            verb::TRIGGER | verb::TRIGGER_UNFIRED => self.trigger(&e),
             "promote" => self.promotion(&e),
             "pay" | "write-object" | "flip" => self.designs_work(&e),
             _ => false,
@@ -185,19 +186,19 @@ impl StoryFold {
     fn claim(&mut self, e: &Event) -> bool {
         let (t, p) = (e.t, e.p);
         match (e.op.kind, &*e.op.f) {
-            (OpType::Ok, "acquire") => {
+            (OpType::Ok, verb::ACQUIRE) => {
                 self.acquired.insert(p.into(), t);
                 self.tell(
                     t,
                     format!("{p} takes {} (token {})", self.held, e.s("token")),
                 )
             }
-            (OpType::Ok, "fence") if e.s("why").is_empty() => self.grant_time_fence(e),
-            (OpType::Info, "lost") => self.tell(
+            (OpType::Ok, verb::FENCE) if e.s("why").is_empty() => self.grant_time_fence(e),
+            (OpType::Info, verb::LOST) => self.tell(
                 t,
                 format!("{p} learns it lost {} (token {})", self.held, e.s("token")),
             ),
-            (OpType::Ok, "done") => {
+            (OpType::Ok, verb::DONE) => {
                 let job = self.job_word;
                 self.tell(t, format!("{p} finds the {job} done and exits"))
             }
@@ -274,15 +275,15 @@ impl StoryFold {
         let (t, p) = (e.t, e.p);
         let turbine = e.s("turbine");
         match (e.op.kind, &*e.op.f) {
-            (OpType::Ok, "copy") => {
+            (OpType::Ok, verb::COPY) => {
                 *self.copies.entry(p.into()).or_default() += 1;
                 self.tell_if_lost(&turbine, t, format!("{p} has copied {turbine}"));
             }
-            (OpType::Invoke, "delete") if e.s("why") == "tidy-up" => self.tell(
+            (OpType::Invoke, verb::DELETE) if e.s("why") == "tidy-up" => self.tell(
                 t,
                 format!("{p} tidies up: deletes {turbine} from {}", e.s("shard")),
             ),
-            (OpType::Invoke, "copy") => {
+            (OpType::Invoke, verb::COPY) => {
                 let line = format!(
                     "{p} starts copying {turbine} ({} -> {})",
                     e.s("from"),
@@ -290,7 +291,7 @@ impl StoryFold {
                 );
                 self.tell_if_lost(&turbine, t, line);
             }
-            (OpType::Invoke, "delete") => {
+            (OpType::Invoke, verb::DELETE) => {
                 let why = wrapped(" (", e.s("why"), ")");
                 let line = format!("{p} deletes {turbine} from {}{why}", e.s("shard"));
                 self.tell_if_lost(&turbine, t, line);
@@ -360,7 +361,7 @@ impl StoryFold {
 
     /// A write a shard's fence refused, whatever its `f`.
     fn refusal(&mut self, e: &Event) -> bool {
-        if e.op.kind != OpType::Fail || e.s("reason") != "fenced" {
+        if e.op.kind != OpType::Fail || e.s("reason") != verb::FENCED {
             return false;
         }
         let has = wrapped(" (shard has ", e.s("shard_token"), ")");
@@ -380,11 +381,11 @@ impl StoryFold {
     fn supervision(&mut self, e: &Event) -> bool {
         let (t, p) = (e.t, e.p);
         match (e.op.kind, &*e.op.f) {
-            (OpType::Info, "exit") if !matches!(e.s("code").as_str(), "0" | "" | "null") => {
+            (OpType::Info, verb::EXIT) if !matches!(e.s("code").as_str(), "0" | "" | "null") => {
                 self.tell(t, format!("{p} exits with code {}", e.s("code")))
             }
             // `after_exit` is the exit code, or null for a signal the nemesis did not send.
-            (OpType::Ok, "restart") if p == "harness" => {
+            (OpType::Ok, verb::RESTART) if p == "harness" => {
                 let why = match e.s("after_exit").as_str() {
                     "" | "null" => "it had died of a signal".to_string(),
                     code => format!("it had exited with code {code}"),
@@ -402,7 +403,7 @@ impl StoryFold {
             return false;
         }
         let when = e.s("when");
-        if e.op.f == "trigger-unfired" {
+        if e.op.f == verb::TRIGGER_UNFIRED {
             let what = if when.is_empty() {
                 "a trigger".to_string()
             } else {

@@ -1,6 +1,7 @@
 //! The ingest: new readings for every turbine every 2 scenario seconds, to the owner under the new divisor, each batch recorded invoke/ok/fail/info.
 
 use crate::galewatch::reading_value;
+use chaos_history::verb;
 use chaos_history::{HistoryWriter, OpType};
 use serde_json::json;
 use std::sync::atomic::{AtomicBool, Ordering};
@@ -77,8 +78,8 @@ pub async fn run_shard(
         }
         let Some(c) = client.as_ref() else {
             // No connection: nothing was sent, so the readings certainly were not written.
-            history.record("ingest", OpType::Invoke, "ingest", value.clone());
-            history.record("ingest", OpType::Fail, "ingest", json!({ "shard": shard.shard, "ts_ms": ts_ms, "turbines": shard.turbines, "error": "no connection" }));
+            history.record("ingest", OpType::Invoke, verb::INGEST, value.clone());
+            history.record("ingest", OpType::Fail, verb::INGEST, json!({ "shard": shard.shard, "ts_ms": ts_ms, "turbines": shard.turbines, "error": "no connection" }));
             stats.fail += 1;
             continue;
         };
@@ -87,7 +88,7 @@ pub async fn run_shard(
             .iter()
             .map(|t| reading_value(t, ts_ms))
             .collect();
-        history.record("ingest", OpType::Invoke, "ingest", value.clone());
+        history.record("ingest", OpType::Invoke, verb::INGEST, value.clone());
         let outcome = tokio::time::timeout(
             config.timeout,
             c.execute(INSERT_SQL, &[&shard.turbines, &ts_ms, &values]),
@@ -95,7 +96,7 @@ pub async fn run_shard(
         .await;
         match outcome {
             Ok(Ok(_)) => {
-                history.record("ingest", OpType::Ok, "ingest", value);
+                history.record("ingest", OpType::Ok, verb::INGEST, value);
                 stats.ok += 1;
             }
             Ok(Err(e))
@@ -107,7 +108,7 @@ pub async fn run_shard(
                 history.record(
                     "ingest",
                     OpType::Fail,
-                    "ingest",
+                    verb::INGEST,
                     with_error(value, &e.to_string()),
                 );
                 stats.fail += 1;
@@ -117,7 +118,7 @@ pub async fn run_shard(
                 history.record(
                     "ingest",
                     OpType::Info,
-                    "ingest",
+                    verb::INGEST,
                     with_error(value, &e.to_string()),
                 );
                 stats.info += 1;
@@ -127,7 +128,7 @@ pub async fn run_shard(
                 history.record(
                     "ingest",
                     OpType::Info,
-                    "ingest",
+                    verb::INGEST,
                     with_error(value, "timed out"),
                 );
                 stats.info += 1;

@@ -2,13 +2,13 @@
 
 use crate::times::scenario_ms;
 use chaos_history::failover_names as names;
-use chaos_history::{FailoverMeta, Op, OpType};
+use chaos_history::{FailoverMeta, Op, OpType, ScenarioMs};
 use std::collections::BTreeMap;
 
 /// An order as the app saw it.
 #[derive(Debug, Clone, PartialEq)]
 pub struct Order {
-    pub invoked_ms: i64,
+    pub invoked_ms: ScenarioMs,
     pub outcome: Outcome,
 }
 
@@ -54,7 +54,7 @@ pub struct Timeline {
     /// Nemesis operations: (ms, verb, target).
     pub faults: Vec<(i64, String, String)>,
     /// The last event's time.
-    pub last_ms: i64,
+    pub last_ms: ScenarioMs,
 }
 
 impl Timeline {

@@ -20,6 +20,7 @@
 
 use super::scan::{self, Turbines};
 use chaos_checkers::{FoldEvent, HistoryFold, TurbineList};
+use chaos_history::verb;
 use chaos_history::{Op, OpType, OpView, RunMeta, Scalar, ValueFields};
 use chaos_report::{DigestBuilder, EventLookup, HistoryDigest, StoryFold};
 use std::borrow::Cow;
@@ -414,7 +415,7 @@ fn decoder(
                         lists[..=k].rotate_right(1);
                         Some(lists[0].0.clone())
                     }
-                    Some(Turbines::New(text, ref names)) if scanned.view.f == "ingest" => {
+                    Some(Turbines::New(text, ref names)) if scanned.view.f == verb::INGEST => {
                         let names = names.iter().map(|n| n.to_string()).collect();
                         Some(remember(&mut lists, text, names))
                     }
@@ -445,7 +446,7 @@ fn decoder(
                         Ok(view) => {
                             let list = match &view.value.turbines {
                                 Some(Scalar::Json(text))
-                                    if view.f == "ingest" && text.starts_with('[') =>
+                                    if view.f == verb::INGEST && text.starts_with('[') =>
                                 {
                                     serde_json::from_str(text)
                                         .ok()
@@ -534,10 +535,10 @@ fn record(
     ];
     // The fold reads completions, and an ingest batch's invoke too (a batch never answered
     // may have landed); other invokes it only counts.
-    let completion = view.kind != OpType::Invoke || view.f == "ingest";
+    let completion = view.kind != OpType::Invoke || view.f == verb::INGEST;
     // Only an ingest event needs its list, and only for `f: "ingest"` does the fold read it.
     let list = match list {
-        Some(list) if completion && view.f == "ingest" => {
+        Some(list) if completion && view.f == verb::INGEST => {
             Some(match batch.lists.iter().position(|l| l.id == list.id) {
                 Some(i) => i as u32,
                 None => {
@@ -552,7 +553,7 @@ fn record(
     // line itself.
     let odd_list = matches!(&v.turbines, Some(Scalar::Json(t)) if t.starts_with('['));
     let whole = HistoryFold::keeps_whole(&view.process, &view.f, view.kind);
-    let raw = match whole || (completion && list.is_none() && view.f == "ingest" && odd_list) {
+    let raw = match whole || (completion && list.is_none() && view.f == verb::INGEST && odd_list) {
         true => Some(batch.put(std::str::from_utf8(line).ok()?)),
         false => None,
     };

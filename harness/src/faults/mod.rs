@@ -360,7 +360,7 @@ impl Nemesis {
         if !op.heal {
             value["params"] = serde_json::to_value(&op.kind).unwrap_or(Value::Null);
         }
-        let invoke = Invoke::new(&self.history, &op.verb, value.clone());
+        let invoke = Invoke::new(&self.history, op.verb, value.clone());
         let held = self.links.client().held_until(
             at,
             Some(invoke.hook()),
@@ -401,7 +401,7 @@ impl Nemesis {
                         self.active.lock().unwrap().push(op.clone());
                     }
                 }
-                self.history.record("nemesis", OpType::Ok, &op.verb, value);
+                self.history.record("nemesis", OpType::Ok, op.verb, value);
             }
             Err(e) => {
                 value["error"] = json!(e);
@@ -410,8 +410,7 @@ impl Nemesis {
                     op.verb,
                     ScenarioClock::format(op.at_ms)
                 );
-                self.history
-                    .record("nemesis", OpType::Info, &op.verb, value);
+                self.history.record("nemesis", OpType::Info, op.verb, value);
             }
         }
     }
@@ -450,7 +449,7 @@ impl Nemesis {
         let since_t0 = at.saturating_duration_since(self.t0).as_nanos() as i64;
         let op = NemesisOp {
             at_ms: self.history.clock().scenario_ms_at_run_ns(since_t0),
-            verb: if heal { kind.heal_verb() } else { kind.verb() }.into(),
+            verb: if heal { kind.heal_verb() } else { kind.verb() },
             fault: index,
             heal,
             kind,
@@ -468,7 +467,7 @@ impl Nemesis {
         for op in active {
             let heal = NemesisOp {
                 at_ms: self.history.now_scenario_ms(),
-                verb: op.kind.heal_verb().into(),
+                verb: op.kind.heal_verb(),
                 fault: op.fault,
                 heal: true,
                 kind: op.kind.clone(),

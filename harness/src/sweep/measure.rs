@@ -1,6 +1,7 @@
 //! One run's sweep figures, from its history and its verdict's stats: renewal latencies, false expiries, takeovers, recovery from a killed holder, the movers' stalls. Pure: no IO.
 
 use chaos_checkers::Stats;
+use chaos_history::verb;
 use chaos_history::{Op, OpType, ScenarioClock};
 pub use chaos_report::sweep::{FalseExpiry, RunFigures, Stall};
 use std::collections::BTreeMap;
@@ -16,7 +17,7 @@ fn disabled(history: &[Op], clock: &ScenarioClock) -> BTreeMap<String, Vec<(i64,
             ("nemesis", "pause" | "kill", OpType::Ok, Some(b)) => (b.to_string(), true),
             ("nemesis", "resume" | "start-mover", OpType::Ok, Some(b)) => (b.to_string(), false),
             // A mover that exited on its own stopped working too (until a restart).
-            (p, "exit", OpType::Info, _) if p.starts_with("box-") => (p.to_string(), true),
+            (p, verb::EXIT, OpType::Info, _) if p.starts_with("box-") => (p.to_string(), true),
             _ => continue,
         };
         if begins {
@@ -47,17 +48,17 @@ pub fn renewal_latencies_us(history: &[Op], clock: &ScenarioClock) -> Vec<u64> {
             continue;
         }
         match (op.f.as_str(), op.kind) {
-            ("renew", OpType::Invoke) => {
+            (verb::RENEW, OpType::Invoke) => {
                 pending.insert(op.process.as_str(), op.time_ns);
             }
-            ("renew", _) => {
+            (verb::RENEW, _) => {
                 if let Some(t) = pending.remove(op.process.as_str()) {
                     let real_ns = (op.time_ns - t).max(0) as i128;
                     out.push((real_ns * 1_000_000 / ns_per_s) as u64);
                 }
             }
             // A process that died mid-renewal completed nothing.
-            ("exit", _) => {
+            (verb::EXIT, _) => {
                 pending.remove(op.process.as_str());
             }
             _ => {}
@@ -86,10 +87,10 @@ pub fn stall_lives(history: &[Op]) -> Vec<(String, Stall)> {
             continue;
         }
         match (op.f.as_str(), op.kind) {
-            ("stalls", OpType::Info) => {
+            (verb::STALLS, OpType::Info) => {
                 last.insert(op.process.as_str(), stall_of(&op.value));
             }
-            ("exit", OpType::Info) => {
+            (verb::EXIT, OpType::Info) => {
                 if let Some(s) = last.remove(op.process.as_str()) {
                     out.push((op.process.clone(), s));
                 }
@@ -113,7 +114,7 @@ pub fn measure(history: &[Op], stats: &Stats, clock: &ScenarioClock) -> RunFigur
     // Done and release mean the holder stopped by its own choice.
     let mut finished: BTreeMap<&str, Vec<i64>> = BTreeMap::new();
     for op in history {
-        if op.process.starts_with("box-") && op.kind == OpType::Ok && op.f == "done" {
+        if op.process.starts_with("box-") && op.kind == OpType::Ok && op.f == verb::DONE {
             finished
                 .entry(op.process.as_str())
                 .or_default()

@@ -3,6 +3,7 @@
 //! paired into fault windows in sorted batches.
 
 use super::*;
+use chaos_history::verb;
 use operation::{Done, Operation, Pending, Why};
 
 mod operation;
@@ -161,7 +162,7 @@ impl DigestBuilder {
                 _ => None,
             };
             let turbine = match route {
-                Some(Route::Box(_)) if op.f == "delete" => {
+                Some(Route::Box(_)) if op.f == verb::DELETE => {
                     op.value.str("turbine").map(|s| s.into())
                 }
                 _ => None,
@@ -317,7 +318,7 @@ impl DigestBuilder {
         lane.events += 1 + u64::from(op.invoke.is_some() && op.done.is_some());
         lane.last_t = lane.last_t.max(op.end).max(op.start);
         // A run of skips ends at the box's next operation of any other kind.
-        if f == "skip" {
+        if f == verb::SKIP {
             lane.skip(op);
             return;
         }
@@ -326,13 +327,13 @@ impl DigestBuilder {
             lane.refused.push(op.at, grid);
         }
         match f {
-            "copy" => lane.copy(op, grid),
-            "delete" => lane.delete(op, grid, &mut self.last_delete),
-            "acquire" => lane.acquire(op, grid),
-            "renew" => lane.renew(op, grid),
-            "lost" => lane.end_belief(op.end, "learned it had lost", grid),
-            "release" if op.kind.is_some() => lane.end_belief(op.end, "released", grid),
-            "done" if op.kind.is_some() => lane.end_belief(op.end, "done", grid),
+            verb::COPY => lane.copy(op, grid),
+            verb::DELETE => lane.delete(op, grid, &mut self.last_delete),
+            verb::ACQUIRE => lane.acquire(op, grid),
+            verb::RENEW => lane.renew(op, grid),
+            verb::LOST => lane.end_belief(op.end, "learned it had lost", grid),
+            verb::RELEASE if op.kind.is_some() => lane.end_belief(op.end, "released", grid),
+            verb::DONE if op.kind.is_some() => lane.end_belief(op.end, "done", grid),
             _ => {
                 if op.kind == Some(OpType::Fail) && !op.fenced() {
                     lane.failed.push(op.at, grid);

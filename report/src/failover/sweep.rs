@@ -1,5 +1,6 @@
 //! The failover sweep's half that needs no run: what one run contributes (`RunFigures`), a row per fence setting and silence constant, the table as text and CSV, and the conclusion: false promotions and unavailability side by side against the measured check latency.
 
+use chaos_history::ScenarioMs;
 use serde::Serialize;
 
 /// What one run contributes, measured from its history and verdict.
@@ -14,7 +15,7 @@ pub struct RunFigures {
     pub two_primaries_s: f64,
     /// Every check latency the watcher reported, scenario ms (a failed check at its timeout).
     #[serde(skip)]
-    pub checks_ms: Vec<f64>,
+    pub checks_ms: Vec<ScenarioMs<f64>>,
 }
 
 /// One cell: a fence setting and a silence constant over its runs.
@@ -32,8 +33,8 @@ pub struct Row {
     pub lost_orders: u64,
     pub two_primaries_mean_s: f64,
     pub checks: usize,
-    pub check_p999_ms: f64,
-    pub check_max_ms: f64,
+    pub check_p999_ms: ScenarioMs<f64>,
+    pub check_max_ms: ScenarioMs<f64>,
 }
 
 /// The CSV's and the JSON's columns, in order.

@@ -1,6 +1,7 @@
 //! The sweep's table: runs folded into one row per lock service, fencing setting and lease, the conclusion in words, and the text and CSV renderings.
 
 use super::RunFigures;
+use chaos_history::ScenarioMs;
 use hdrhistogram::Histogram;
 use serde::Serialize;
 
@@ -49,10 +50,10 @@ pub const P999_SAMPLES: u64 = 1000;
 #[derive(Debug, Clone, Copy, Default, PartialEq, Serialize)]
 pub struct Percentiles {
     pub count: u64,
-    pub p50_ms: f64,
-    pub p99_ms: f64,
-    pub p999_ms: f64,
-    pub max_ms: f64,
+    pub p50_ms: ScenarioMs<f64>,
+    pub p99_ms: ScenarioMs<f64>,
+    pub p999_ms: ScenarioMs<f64>,
+    pub max_ms: ScenarioMs<f64>,
 }
 
 /// Percentiles of scenario-µs samples through an hdrhistogram (3 significant figures).
@@ -109,12 +110,12 @@ pub struct Row {
     pub runs: u64,
     pub failed_runs: u64,
     pub renewals: u64,
-    pub renew_p50_ms: f64,
-    pub renew_p99_ms: f64,
-    pub renew_p999_ms: f64,
-    pub renew_max_ms: f64,
+    pub renew_p50_ms: ScenarioMs<f64>,
+    pub renew_p99_ms: ScenarioMs<f64>,
+    pub renew_p999_ms: ScenarioMs<f64>,
+    pub renew_max_ms: ScenarioMs<f64>,
     /// The lease minus the renewal p99.9 measured over all of its lock service's runs.
-    pub margin_over_p999_ms: f64,
+    pub margin_over_p999_ms: ScenarioMs<f64>,
     pub false_expiries: u64,
     pub runs_with_false_expiry: u64,
     pub takeovers: u64,
@@ -139,8 +140,8 @@ pub struct Row {
     pub finish_s: Option<f64>,
     pub unfinished_runs: u64,
     /// The movers' timer lateness, scenario ms and real µs (worst mover life).
-    pub stall_p999_ms: f64,
-    pub stall_max_ms: f64,
+    pub stall_p999_ms: ScenarioMs<f64>,
+    pub stall_max_ms: ScenarioMs<f64>,
     pub stall_p999_real_us: u64,
     pub stall_max_real_us: u64,
     pub verdicts: String,

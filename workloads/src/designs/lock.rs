@@ -9,6 +9,7 @@ use crate::mover::db::{Db, DbError};
 use crate::mover::history::History;
 use crate::mover::run::wait_at_gate;
 use crate::mover::Env;
+use chaos_history::verb;
 use serde_json::json;
 use std::collections::BTreeMap;
 use std::time::{Duration, Instant};
@@ -126,8 +127,10 @@ impl Base {
                 Ok(rows) => {
                     failing = false;
                     if let Some(token) = rows.first().and_then(|r| r.get::<_, Option<i64>>(0)) {
-                        self.h
-                            .ok("acquire", json!({ "token": token, "lease_ms": lease_ms }));
+                        self.h.ok(
+                            verb::ACQUIRE,
+                            json!({ "token": token, "lease_ms": lease_ms }),
+                        );
                         self.log(format!("took the claim: token {token}"));
                         return token;
                     }
@@ -136,7 +139,7 @@ impl Base {
                     if !failing {
                         self.h.emit(
                             failure_kind(&e),
-                            "acquire",
+                            verb::ACQUIRE,
                             json!({ "reason": "unreachable", "error": e.to_string() }),
                         );
                         failing = true;
@@ -173,7 +176,7 @@ impl Base {
                 Err(e) => {
                     self.h.emit(
                         failure_kind(&e),
-                        "acquire",
+                        verb::ACQUIRE,
                         json!({ "reason": "unreachable", "error": e.to_string() }),
                     );
                     tokio::time::sleep(poll).await;
@@ -183,7 +186,7 @@ impl Base {
             match holder {
                 Some(h) if h != me || !maybe_inserted => {
                     self.h.fail(
-                        "acquire",
+                        verb::ACQUIRE,
                         json!({ "reason": "taken", "holder": h, "election": "unique" }),
                     );
                     self.log(format!("{h} owns today's run of {job}; exiting"));
@@ -191,7 +194,7 @@ impl Base {
                 }
                 _ => {
                     self.h
-                        .ok("acquire", json!({ "token": 0, "election": "unique" }));
+                        .ok(verb::ACQUIRE, json!({ "token": 0, "election": "unique" }));
                     self.log("won today's run (unique election): no expiry");
                     return Some(0);
                 }
@@ -203,14 +206,14 @@ impl Base {
     pub async fn renew(&mut self, token: i64) -> Renewed {
         let lease_ms = self.env.lease_ms as i64;
         let (job, me) = (self.env.job.clone(), self.env.box_name.clone());
-        self.h.invoke("renew", json!({ "token": token }));
+        self.h.invoke(verb::RENEW, json!({ "token": token }));
         match self
             .routing
             .query(SQL_RENEW, &[&job, &me, &token, &lease_ms])
             .await
         {
             Ok(rows) if rows.first().and_then(|r| r.get::<_, Option<bool>>(0)) == Some(true) => {
-                self.h.ok("renew", json!({ "token": token }));
+                self.h.ok(verb::RENEW, json!({ "token": token }));
                 Renewed::Yes
             }
             Ok(_) => {
@@ -223,8 +226,8 @@ impl Base {
                 let v = json!({ "token": token, "holder": holder, "holder_token": holder_token });
                 let mut refused = v.clone();
                 refused["reason"] = json!("lost");
-                self.h.fail("renew", refused);
-                self.h.info("lost", v);
+                self.h.fail(verb::RENEW, refused);
+                self.h.info(verb::LOST, v);
                 self.log(format!(
                     "renewal of token {token} refused: the claim is no longer mine"
                 ));
@@ -232,7 +235,7 @@ impl Base {
             }
             Err(e) => {
                 self.h.fail(
-                    "renew",
+                    verb::RENEW,
                     json!({ "token": token, "reason": "unreachable", "maybe_applied": e.maybe_applied(), "error": e.to_string() }),
                 );
                 self.log(format!(
@@ -248,14 +251,14 @@ impl Base {
         let (job, me) = (self.env.job.clone(), self.env.box_name.clone());
         match self.routing.query(SQL_RELEASE, &[&job, &me, &token]).await {
             Ok(rows) if rows.first().and_then(|r| r.get::<_, Option<bool>>(0)) == Some(true) => {
-                self.h.ok("release", json!({ "token": token }));
+                self.h.ok(verb::RELEASE, json!({ "token": token }));
             }
             Ok(_) => self.h.fail(
-                "release",
+                verb::RELEASE,
                 json!({ "token": token, "reason": "not the holder" }),
             ),
             Err(e) => self.h.fail(
-                "release",
+                verb::RELEASE,
                 json!({ "token": token, "reason": "unreachable", "error": e.to_string() }),
             ),
         }

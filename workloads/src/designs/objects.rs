@@ -14,6 +14,8 @@
 use super::lock::{failure_kind, pace, Base, Renewed};
 use crate::mover::history::{fenced_message, fenced_value};
 use crate::mover::{Env, Exit};
+use chaos_history::verb;
+use chaos_history::RealMs;
 use clap::{Parser, ValueEnum};
 use serde_json::json;
 use std::time::{Duration, Instant};
@@ -57,7 +59,7 @@ pub struct UpdaterArgs {
     pub fence: ObjectsFence,
     /// How long every database may stay unreachable at start before the updater exits 2.
     #[arg(long, default_value_t = 5000)]
-    pub start_timeout_ms: u64,
+    pub start_timeout_ms: RealMs,
 }
 
 /// Why a holder stopped holding.
@@ -92,7 +94,7 @@ pub async fn run(args: UpdaterArgs, env: Env) -> Exit {
         match publish(&mut base, args.fence, token).await {
             Stop::Done => {
                 base.release(token).await;
-                base.h.ok("done", json!({ "token": token }));
+                base.h.ok(verb::DONE, json!({ "token": token }));
                 return Exit::Done;
             }
             Stop::Fenced => return Exit::Fenced,
@@ -181,12 +183,13 @@ async fn fence_all(base: &mut Base, objects: &[(i32, String)], token: i64) -> Op
             }
         };
         if (fenced as i64) < total {
-            base.h.fail("fence", fenced_value(token, None, shard, None));
+            base.h
+                .fail(verb::FENCE, fenced_value(token, None, shard, None));
             eprintln!("{}", fenced_message(&base.env.box_name, shard, token, None));
             return Some(Stop::Fenced);
         }
         base.h.ok(
-            "fence",
+            verb::FENCE,
             json!({ "shard": shard, "token": token, "objects": fenced }),
         );
     }

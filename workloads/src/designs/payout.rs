@@ -8,6 +8,8 @@
 
 use super::lock::{failure_kind, pace, Base, Renewed};
 use crate::mover::{Election, Env, Exit};
+use chaos_history::verb;
+use chaos_history::RealMs;
 use clap::Parser;
 use serde_json::json;
 use std::time::{Duration, Instant};
@@ -32,7 +34,7 @@ pub struct PayerArgs {
     pub idempotent: bool,
     /// How long every database may stay unreachable at start before the payer exits 2.
     #[arg(long, default_value_t = 5000)]
-    pub start_timeout_ms: u64,
+    pub start_timeout_ms: RealMs,
 }
 
 /// One publisher to pay.
@@ -78,7 +80,7 @@ pub async fn run(args: PayerArgs, env: Env) -> Exit {
                 if args.election == Election::Lease {
                     base.release(token).await;
                 }
-                base.h.ok("done", json!({ "token": token }));
+                base.h.ok(verb::DONE, json!({ "token": token }));
                 return Exit::Done;
             }
             Stop::Bad(msg) => {
@@ -125,7 +127,7 @@ async fn pay_all(base: &mut Base, args: &PayerArgs, token: i64) -> Stop {
             .await
         {
             Ok(rows) if rows.first().is_some_and(|r| r.get::<_, bool>(0)) => {
-                base.h.ok("skip", json!({ "publisher": due.publisher }));
+                base.h.ok(verb::SKIP, json!({ "publisher": due.publisher }));
                 continue;
             }
             Ok(_) => {}

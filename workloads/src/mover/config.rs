@@ -2,6 +2,7 @@
 
 use crate::lock::{LockKind, LOCK_KEY_VAR, LOCK_URLS_VAR, LOCK_VAR};
 use crate::mover::env;
+use chaos_history::RealMs;
 use clap::{Parser, ValueEnum};
 use std::collections::BTreeMap;
 use std::time::Duration;
@@ -81,19 +82,19 @@ pub struct Args {
     pub renew_on_thread: bool,
     /// carry-on: how long to retry an unreachable renewal before going on [default: CHAOS_LEASE_MS].
     #[arg(long)]
-    pub renew_retry_ms: Option<u64>,
+    pub renew_retry_ms: Option<RealMs>,
     /// Timeout of every routing db call [default: CHAOS_LEASE_MS].
     #[arg(long)]
-    pub routing_timeout_ms: Option<u64>,
+    pub routing_timeout_ms: Option<RealMs>,
     /// Timeout of every shard call [default: max(4 x CHAOS_COPY_MS, 1000)].
     #[arg(long)]
-    pub shard_timeout_ms: Option<u64>,
+    pub shard_timeout_ms: Option<RealMs>,
     /// How long a shard write may keep failing (reconnect and retry) before the holder gives the role up [default: CHAOS_LEASE_MS].
     #[arg(long)]
-    pub shard_retry_ms: Option<u64>,
+    pub shard_retry_ms: Option<RealMs>,
     /// How long every database may stay unreachable at start before the mover exits 2.
     #[arg(long, default_value_t = 5000)]
-    pub start_timeout_ms: u64,
+    pub start_timeout_ms: RealMs,
     /// The clock the copy's pace is kept by, and so when each renewal after a copy comes.
     #[arg(long, value_enum, default_value = "monotonic")]
     pub timer: Timer,
@@ -127,9 +128,10 @@ pub struct Env {
     pub routing: tokio_postgres::Config,
     pub routing_display: String,
     pub shards: Vec<ShardUrl>,
-    pub lease_ms: u64,
-    pub poll_ms: u64,
-    pub copy_ms: u64,
+    /// The protocol's `CHAOS_LEASE_MS`, `CHAOS_POLL_MS`, `CHAOS_COPY_MS`: real ms, scaled.
+    pub lease_ms: RealMs,
+    pub poll_ms: RealMs,
+    pub copy_ms: RealMs,
     pub batches: u32,
     /// `CHAOS_GATE` (optional): a fifo to read one line from once connected, before the
     /// first claim attempt, so every box starts with the harness's scenario clock.

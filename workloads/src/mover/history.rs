@@ -1,5 +1,6 @@
 //! History lines on stdout: one JSON object per line, `type`, `f` and `value` only (the harness stamps index, time and process).
 
+use chaos_history::verb;
 use serde_json::{json, Value};
 use std::io::Write;
 
@@ -43,8 +44,7 @@ pub fn fenced_value(
     shard: &str,
     turbine: Option<&str>,
 ) -> Value {
-    let mut v =
-        json!({ "reason": "fenced", "token": token, "shard_token": shard_token, "shard": shard });
+    let mut v = json!({ "reason": verb::FENCED, "token": token, "shard_token": shard_token, "shard": shard });
     if let Some(t) = turbine {
         v["turbine"] = json!(t);
     }

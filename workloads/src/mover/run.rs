@@ -6,6 +6,7 @@ use super::env;
 use super::history::{fenced_message, fenced_value, History};
 use super::pacing::{batch_rows, split_page, Pace, Page};
 use super::stalls::Stalls;
+use chaos_history::verb;
 use chaos_history::PlanEntry;
 use serde_json::json;
 use std::collections::{BTreeMap, BTreeSet};
@@ -479,7 +480,7 @@ impl Mover {
                 Ok(rows) => rows.first().map(|r| r.get::<_, bool>(0)).unwrap_or(false),
                 Err(e) => {
                     self.h.fail(
-                        "skip",
+                        verb::SKIP,
                         json!({ "turbine": turbine, "reason": "unreachable", "shard": entry.from, "error": e.to_string() }),
                     );
                     self.release(&grant, 1).await;
@@ -487,7 +488,7 @@ impl Mover {
                 }
             };
             if !exists {
-                self.h.ok("skip", json!({ "turbine": turbine }));
+                self.h.ok(verb::SKIP, json!({ "turbine": turbine }));
                 skipped += 1;
                 // A copy after a skip walk starts when the walk ends and takes its full time.
                 cursor = None;
@@ -544,7 +545,7 @@ impl Mover {
             self.release(&grant, 3).await;
         }
         self.h
-            .ok("done", json!({ "moved": moved, "skipped": skipped }));
+            .ok(verb::DONE, json!({ "moved": moved, "skipped": skipped }));
         self.log(format!("done: moved {moved}, skipped {skipped}"));
         Stop::Done
     }
@@ -592,15 +593,15 @@ impl Mover {
             match wrote {
                 Wrote::Rows(_) => self
                     .h
-                    .ok("fence", json!({ "shard": shard, "token": token })),
+                    .ok(verb::FENCE, json!({ "shard": shard, "token": token })),
                 Wrote::Fenced { shard_token } => {
-                    return Some(self.fenced("fence", &shard, token, shard_token, None))
+                    return Some(self.fenced(verb::FENCE, &shard, token, shard_token, None))
                 }
-                Wrote::Expired(past) => return Some(self.expired(grant, "fence", None, past)),
+                Wrote::Expired(past) => return Some(self.expired(grant, verb::FENCE, None, past)),
                 Wrote::Failed(e) => {
                     self.h.emit(
                         failure_kind(&e),
-                        "fence",
+                        verb::FENCE,
                         json!({ "shard": shard, "token": token, "reason": "unreachable", "error": e.to_string() }),
                     );
                     self.release(grant, 1).await;

@@ -8,6 +8,7 @@
 //! about 1,000 µs is the timer's resolution, not a stall.
 
 use super::history::History;
+use chaos_history::verb;
 use hdrhistogram::Histogram;
 use serde_json::{json, Value};
 use std::sync::{Arc, Mutex};
@@ -68,7 +69,7 @@ impl Stalls {
                 // Measured from when it woke, so a long stall is one sample, not a burst of catch-ups.
                 next = now + TICK;
                 if now.duration_since(last_line) >= period {
-                    h.info("stalls", stall_value(&hist, false));
+                    h.info(verb::STALLS, stall_value(&hist, false));
                     last_line = now;
                 }
             }
@@ -80,7 +81,7 @@ impl Stalls {
     pub fn finish(self) {
         self.task.abort();
         let hist = self.hist.lock().unwrap();
-        self.h.info("stalls", stall_value(&hist, true));
+        self.h.info(verb::STALLS, stall_value(&hist, true));
     }
 }
 

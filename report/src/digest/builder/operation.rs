@@ -1,6 +1,7 @@
 //! An operation as the lanes read it (an invoke waiting for its completion, the completion, the two paired), and what a box's operation adds to its lane, one method per kind: a skip, a copy, a delete, an acquire, a renewal.
 
 use crate::digest::{Belief, BoxLane, Keep, Outcome, Point, SkipRun, Span, MAX_TURBINES};
+use chaos_history::verb;
 use chaos_history::{OpType, OpView};
 use std::collections::HashMap;
 
@@ -89,7 +90,7 @@ impl<'a> Operation<'a> {
 
     /// Its completion's reason is a shard's fence.
     pub fn fenced(&self) -> bool {
-        self.reason == Some("fenced")
+        self.reason == Some(verb::FENCED)
     }
 }
 

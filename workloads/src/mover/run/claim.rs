@@ -25,8 +25,10 @@ impl Mover {
                         failing = false;
                     }
                     if let Some((token, lease_id)) = got {
-                        self.h
-                            .ok("acquire", json!({ "token": token, "lease_ms": lease_ms }));
+                        self.h.ok(
+                            verb::ACQUIRE,
+                            json!({ "token": token, "lease_ms": lease_ms }),
+                        );
                         self.log(format!(
                             "acquired the claim: token {token}, lease {lease_ms} ms"
                         ));
@@ -52,7 +54,7 @@ impl Mover {
                         };
                         self.h.emit(
                             failure_kind(&e),
-                            "acquire",
+                            verb::ACQUIRE,
                             json!({ "reason": reason, "error": e.to_string() }),
                         );
                         self.log(format!(
@@ -99,7 +101,7 @@ impl Mover {
                 }
                 Ok(Some(holder)) => {
                     self.h.fail(
-                        "acquire",
+                        verb::ACQUIRE,
                         json!({ "reason": "taken", "holder": holder, "election": "unique" }),
                     );
                     self.log(format!("{holder} owns today's run of {job}; exiting"));
@@ -118,7 +120,7 @@ impl Mover {
                         };
                         self.h.emit(
                             failure_kind(&e),
-                            "acquire",
+                            verb::ACQUIRE,
                             json!({ "reason": reason, "error": e.to_string() }),
                         );
                         self.log(format!(
@@ -135,7 +137,7 @@ impl Mover {
 
     pub(super) fn unique_won(&self, sent: Instant) -> Grant {
         self.h
-            .ok("acquire", json!({ "token": 0, "election": "unique" }));
+            .ok(verb::ACQUIRE, json!({ "token": 0, "election": "unique" }));
         self.log("won today's run (unique election): token 0, no expiry");
         Grant {
             token: 0,
@@ -162,7 +164,7 @@ impl Mover {
     pub(super) async fn renew(&mut self, grant: &mut Grant) -> Renewal {
         let token = grant.token;
         let lease = grant.lease.unwrap_or_default();
-        self.h.invoke("renew", json!({ "token": token }));
+        self.h.invoke(verb::RENEW, json!({ "token": token }));
         let budget = match self.s.on_renew_failure {
             OnRenewFailure::CarryOn => self.s.renew_retry,
             // A well-behaved holder keeps trying only while it still believes it holds the claim.
@@ -185,16 +187,16 @@ impl Mover {
                 Ok(renewed) => {
                     if renewed {
                         grant.believed_from = sent;
-                        self.h.ok("renew", json!({ "token": token }));
+                        self.h.ok(verb::RENEW, json!({ "token": token }));
                         return Renewal::Renewed;
                     }
                     let (holder, holder_token) = self.lock_who().await;
                     self.h.fail(
-                        "renew",
+                        verb::RENEW,
                         json!({ "token": token, "reason": "lost", "holder": holder, "holder_token": holder_token }),
                     );
                     self.h.info(
-                        "lost",
+                        verb::LOST,
                         json!({ "token": token, "holder": holder, "holder_token": holder_token }),
                     );
                     self.log(format!(
@@ -219,14 +221,14 @@ impl Mover {
         };
         let retried_ms = ms(first.elapsed());
         self.h.fail(
-            "renew",
+            verb::RENEW,
             json!({ "token": token, "reason": "unreachable", "retried_ms": retried_ms,
                     "maybe_applied": last_error.maybe_applied(), "error": last_error.to_string() }),
         );
         match self.s.on_renew_failure {
             OnRenewFailure::CarryOn => {
                 self.h.info(
-                    "renew",
+                    verb::RENEW,
                     json!({ "token": token, "reason": "carry-on", "retried_ms": retried_ms }),
                 );
                 self.log(format!("renewal of token {token} unreachable for {retried_ms} ms ({last_error}): carrying on"));
@@ -257,10 +259,10 @@ impl Mover {
             match self.lock_release(grant).await {
                 Ok(released) => {
                     if released {
-                        self.h.ok("release", json!({ "token": token }));
+                        self.h.ok(verb::RELEASE, json!({ "token": token }));
                     } else {
                         self.h.fail(
-                            "release",
+                            verb::RELEASE,
                             json!({ "token": token, "reason": "not the holder" }),
                         );
                     }
@@ -270,7 +272,7 @@ impl Mover {
             }
         }
         self.h.fail(
-            "release",
+            verb::RELEASE,
             json!({ "token": token, "reason": "unreachable", "error": last }),
         );
     }

@@ -27,7 +27,7 @@ impl Mover {
             grant.token,
         );
         self.h.invoke(
-            "copy",
+            verb::COPY,
             json!({ "turbine": turbine, "from": from, "to": to, "token": token }),
         );
         let (mut read, mut written) = (0u64, 0u64);
@@ -46,7 +46,7 @@ impl Mover {
         let max_pages = count.max(0) as u64 + pace.batches as u64 + 1;
         while !exhausted {
             if i as u64 >= max_pages {
-                self.h.fail("copy", json!({ "turbine": turbine, "reason": "too many pages", "rows_read": read, "rows_written": written }));
+                self.h.fail(verb::COPY, json!({ "turbine": turbine, "reason": "too many pages", "rows_read": read, "rows_written": written }));
                 return Err(Stop::GiveUp(format!(
                     "{turbine}: more than {max_pages} pages"
                 )));
@@ -79,7 +79,7 @@ impl Mover {
         self.sleep_until_offset(pace.cursor_after(start)).await;
         *cursor = Some(pace.cursor_after(start));
         self.h.ok(
-            "copy",
+            verb::COPY,
             json!({ "turbine": turbine, "rows_read": read, "rows_written": written }),
         );
         Ok((read, written))
@@ -143,15 +143,21 @@ impl Mover {
         };
         match self.write(to, grant, insert).await {
             Wrote::Rows(k) => Ok(k),
-            Wrote::Fenced { shard_token } => {
-                Err(self.fenced_with("copy", to, grant.token, shard_token, turbine, read, written))
-            }
+            Wrote::Fenced { shard_token } => Err(self.fenced_with(
+                verb::COPY,
+                to,
+                grant.token,
+                shard_token,
+                turbine,
+                read,
+                written,
+            )),
             Wrote::Expired(past) => {
                 self.h.fail(
-                    "copy",
+                    verb::COPY,
                     json!({ "turbine": turbine, "reason": "expired", "rows_read": read, "rows_written": written }),
                 );
-                Err(self.expired(grant, "copy", Some(turbine), past))
+                Err(self.expired(grant, verb::COPY, Some(turbine), past))
             }
             Wrote::Failed(e) => Err(self.copy_gave_up(grant, turbine, e, read, written).await),
         }
@@ -168,7 +174,7 @@ impl Mover {
     ) -> Stop {
         self.h.emit(
             failure_kind(&e),
-            "copy",
+            verb::COPY,
             json!({ "turbine": turbine, "reason": "unreachable", "error": e.to_string(),
                     "rows_read": read, "rows_written": written }),
         );
@@ -186,13 +192,13 @@ impl Mover {
     ) -> Option<Stop> {
         let (turbine, token) = (entry.turbine.as_str(), grant.token);
         self.h.invoke(
-            "delete",
+            verb::DELETE,
             json!({ "turbine": turbine, "shard": shard, "token": token, "why": why }),
         );
         match self.write(shard, grant, Write::Delete { turbine }).await {
             Wrote::Rows(rows) => {
                 self.h.ok(
-                    "delete",
+                    verb::DELETE,
                     json!({ "turbine": turbine, "shard": shard, "rows": rows }),
                 );
                 self.log(format!(
@@ -203,7 +209,7 @@ impl Mover {
             Wrote::Fenced { shard_token } => {
                 let mut v = fenced_value(token, shard_token, shard, Some(turbine));
                 v["why"] = json!(why);
-                self.h.fail("delete", v);
+                self.h.fail(verb::DELETE, v);
                 eprintln!(
                     "{}",
                     fenced_message(&self.s.env.box_name, shard, token, shard_token)
@@ -212,15 +218,15 @@ impl Mover {
             }
             Wrote::Expired(past) => {
                 self.h.fail(
-                    "delete",
+                    verb::DELETE,
                     json!({ "turbine": turbine, "shard": shard, "reason": "expired" }),
                 );
-                Some(self.expired(grant, "delete", Some(turbine), past))
+                Some(self.expired(grant, verb::DELETE, Some(turbine), past))
             }
             Wrote::Failed(e) => {
                 self.h.emit(
                     failure_kind(&e),
-                    "delete",
+                    verb::DELETE,
                     json!({ "turbine": turbine, "shard": shard, "reason": "unreachable", "error": e.to_string() }),
                 );
                 if why == "source" {
@@ -381,12 +387,12 @@ impl Mover {
         for (shard, wrote) in self.fence_all(shards, None, newer).await {
             let v = json!({ "shard": shard, "token": newer, "why": "successor" });
             match wrote {
-                Wrote::Rows(_) | Wrote::Fenced { .. } => self.h.ok("fence", v),
+                Wrote::Rows(_) | Wrote::Fenced { .. } => self.h.ok(verb::FENCE, v),
                 Wrote::Expired(_) => {}
                 Wrote::Failed(e) => {
                     let mut v = v;
                     v["error"] = json!(e.to_string());
-                    self.h.emit(failure_kind(&e), "fence", v);
+                    self.h.emit(failure_kind(&e), verb::FENCE, v);
                 }
             }
         }
