@@ -84,7 +84,7 @@ pub struct StoryFold {
     acquired: BTreeMap<String, i64>,
     /// The designs' work (payments, object versions), told by `designs_work`.
     designs: DesignsWork,
-    /// What `done` finished: the mover's plan, or a design's job.
+    /// What `done` finished: the mover's plan of turbines, or a design's job (which has none).
     job_word: &'static str,
     /// What a box holds (`the claim`, or `the lock` of a lock service) and what it renews
     /// through (`the routing db`, `etcd`).
@@ -115,10 +115,7 @@ impl StoryFold {
             renew_sent: BTreeMap::new(),
             acquired: BTreeMap::new(),
             designs: DesignsWork::default(),
-            job_word: match meta.system {
-                chaos_history::System::Mover => "plan",
-                _ => "job",
-            },
+            job_word: if meta.plan.is_empty() { "job" } else { "plan" },
             held: match meta.mover.get("lock").map(String::as_str) {
                 None | Some("claims") => "the claim",
                 Some(_) => "the lock",
