@@ -84,14 +84,40 @@ impl Frame {
         mut ending: impl FnMut(i64) -> Option<Ending>,
         line: impl Fn(i64) -> String,
     ) -> End {
-        let ending = |now_ms: i64| match self.movers.setup_failure() {
-            Some(failure) => Some(Ending::setup_failure(
-                &format!("{program} could not run"),
-                failure,
-            )),
-            None => ending(now_ms),
+        let history = &self.history;
+        let mut last_print = Instant::now();
+        let end = loop {
+            tokio::time::sleep(Duration::from_millis(10)).await;
+            let now_ms = history.now_scenario_ms();
+            if let Some(failure) = self.movers.setup_failure() {
+                let reason = format!("{program} could not run");
+                break Ending::setup_failure(&reason, failure);
+            }
+            if let Some(end) = ending(now_ms) {
+                break end;
+            }
+            if last_print.elapsed() >= Duration::from_secs(2) {
+                say(quiet, &line(now_ms));
+                last_print = Instant::now();
+            }
         };
-        wait_for_end(&self.history, self.t0, quiet, ending, line).await
+        let scenario_ms = history.now_scenario_ms();
+        say(
+            quiet,
+            &format!(
+                "{}\nchaos: the run ends at {}: {}",
+                line(scenario_ms),
+                ScenarioClock::format(scenario_ms),
+                end.reason
+            ),
+        );
+        End {
+            reason: end.reason,
+            time_limited: end.time_limited,
+            setup_failure: end.setup_failure,
+            scenario_ms,
+            scenario_s: self.t0.elapsed().as_secs_f64(),
+        }
     }
 
     /// The history closed, its events and the lines it dropped counted when the run is read
@@ -148,44 +174,6 @@ impl Ending {
             setup_failure: Some(failure),
             ..Ending::because(reason)
         }
-    }
-}
-
-async fn wait_for_end(
-    history: &HistoryWriter,
-    t0: Instant,
-    quiet: bool,
-    mut ending: impl FnMut(i64) -> Option<Ending>,
-    line: impl Fn(i64) -> String,
-) -> End {
-    let mut last_print = Instant::now();
-    let end = loop {
-        tokio::time::sleep(Duration::from_millis(10)).await;
-        let now_ms = history.now_scenario_ms();
-        if let Some(end) = ending(now_ms) {
-            break end;
-        }
-        if last_print.elapsed() >= Duration::from_secs(2) {
-            say(quiet, &line(now_ms));
-            last_print = Instant::now();
-        }
-    };
-    let scenario_ms = history.now_scenario_ms();
-    say(
-        quiet,
-        &format!(
-            "{}\nchaos: the run ends at {}: {}",
-            line(scenario_ms),
-            ScenarioClock::format(scenario_ms),
-            end.reason
-        ),
-    );
-    End {
-        reason: end.reason,
-        time_limited: end.time_limited,
-        setup_failure: end.setup_failure,
-        scenario_ms,
-        scenario_s: t0.elapsed().as_secs_f64(),
     }
 }
 
