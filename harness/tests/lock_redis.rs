@@ -140,19 +140,15 @@ fn gc_pause_on_redis_lease_only_loses_data() {
     says_no_token(&r, true);
 }
 
-/// The fenced runs go at 40 real ms a scenario second, not the scenario's 20: fencing refuses
-/// only a write that a newer token has superseded. Beside another run in a fresh clone, a copy
-/// at 20 outran its 200 ms lease after the pause, and that holder's tidy-up delete (its key
-/// expired, no successor's token on the shard yet) was accepted and destroyed rows: a real
-/// finding (`write-after-lease-expiry`), but of pace, not of the stale write this test is for.
-const FENCED_PACE: [&str; 2] = ["--time-scale-ms", "40"];
-
+/// The fenced runs (this and the python3-redis one) go at 40 real ms a scenario second, not the
+/// scenario's 20: fencing refuses only a write that a newer token has superseded. Beside another
+/// run in a fresh clone, a copy at 20 outran its 200 ms lease after the pause, and that holder's
+/// tidy-up delete (its key expired, no successor's token on the shard yet) was accepted and
+/// destroyed rows: a real finding (`write-after-lease-expiry`), but of pace, not of the stale
+/// write this test is for.
 #[test]
 fn gc_pause_on_redis_fenced_by_the_incr_token_refuses_the_stale_write() {
-    let r = run(
-        &["--fencing", "on", FENCED_PACE[0], FENCED_PACE[1]],
-        "valid",
-    );
+    let r = run(&["--fencing", "on", "--time-scale-ms", "40"], "valid");
     fenced_refuses_the_stale_write(&r);
     says_no_token(&r, false);
 }
@@ -179,8 +175,8 @@ fn python3_redis_lock_fenced_by_its_incr_is_valid() {
             &cmd,
             "--mover-ready",
             "gate",
-            FENCED_PACE[0],
-            FENCED_PACE[1],
+            "--time-scale-ms",
+            "40",
         ],
         "valid",
     );
