@@ -124,22 +124,43 @@ fn april_on_docker(extra: &[&str], expect: &str) -> Option<Outcome> {
 
 /// `chaos run SCENARIO --backend docker --expect EXPECT EXTRA...` (None: no engine): its
 /// figures and its output, after a check that the run removed every container and network it
-/// created.
+/// created. A run the machine's pace cut short is run once more, slower
+/// (`common::slower_scale`).
 fn on_docker(scenario: &str, extra: &[&str], expect: &str) -> Option<(Outcome, String)> {
     if !engine_or_skip() {
         return None;
     }
     images();
     let results = tempdir(scenario);
-    let mut args = vec!["run", scenario, "--backend", "docker", "--expect", expect];
-    args.extend_from_slice(extra);
+    let mut args: Vec<String> = ["run", scenario, "--backend", "docker", "--expect", expect]
+        .iter()
+        .chain(extra)
+        .map(|a| a.to_string())
+        .collect();
+    for attempt in 1.. {
+        let (code, text, dir) = once_on_docker(scenario, &args, &results);
+        match crate::common::slower_scale(&args, expect, code, &dir) {
+            Some(slower) if attempt == 1 => args = slower,
+            _ => return Some((Outcome::read(code, &dir), text)),
+        }
+    }
+    unreachable!("the loop returns")
+}
+
+/// One `chaos ARGS --results RESULTS` in containers: its exit code, output and run directory,
+/// after a check that it removed every container and network it created.
+fn once_on_docker(
+    scenario: &str,
+    args: &[String],
+    results: &Path,
+) -> (Option<i32>, String, PathBuf) {
     let began = Instant::now();
     let (code, text) = run_limited(
         Command::new(CHAOS)
             .current_dir(repo())
-            .args(&args)
+            .args(args)
             .arg("--results")
-            .arg(&results),
+            .arg(results),
         RUN_LIMIT,
     );
     println!("{}", tail(&text, 40));
@@ -180,7 +201,7 @@ fn on_docker(scenario: &str, extra: &[&str], expect: &str) -> Option<(Outcome, S
         .map(|e| e.path())
         .max()
         .expect("a run folder");
-    Some((Outcome::read(code, &dir), text))
+    (code, text, dir)
 }
 
 /// April, lease only, in containers: the process backend's figures (`figures::april_lease_only`).

@@ -94,6 +94,25 @@ fn a_run_cut_by_its_time_limit_is_unknown_not_unfinished() {
         unfinished.iter().all(|a| a["severity"] == "info"),
         "an unfinished job of a cut run is information: {unfinished:?}"
     );
+    // The tests' rule for such a run (`slower_scale`): one that was to be valid runs once
+    // more, slower than its 30 real ms a scenario second and at that scale only; one that was
+    // to be unknown, or that ended as expected, does not.
+    let args: Vec<String> = ["run", &path, "--expect", "valid", "--time-scale-ms", "30"]
+        .iter()
+        .map(|a| a.to_string())
+        .collect();
+    let slower = slower_scale(&args, "valid", Some(1), &run).expect("a rerun, slower");
+    let at = slower.iter().position(|a| a == "--time-scale-ms").unwrap();
+    assert_eq!(
+        slower.iter().filter(|a| *a == "--time-scale-ms").count(),
+        1,
+        "{slower:?}"
+    );
+    let scale: u64 = slower[at + 1].parse().unwrap();
+    assert!(scale >= 60, "{slower:?}");
+    assert_eq!(slower[..4], args[..4]);
+    assert_eq!(slower_scale(&args, "unknown", Some(0), &run), None);
+    assert_eq!(slower_scale(&args, "valid", Some(0), &run), None);
     assert_none_left(&data.display().to_string(), 10);
 }
 
