@@ -185,6 +185,12 @@ program_section! {
         pub election: Election,
         /// The reference mover renews from a task of its own (the seed's short-lease design).
         pub renew_on_thread: bool,
+        /// With `on_renew_failure = "carry-on"`: how long, in scenario seconds, the reference
+        /// mover retries an unreachable renewal before going on (default: the lease). Given
+        /// to it in real ms at the run's scale, so the story keeps its shape at any
+        /// `--time-scale-ms`.
+        #[serde(skip_serializing_if = "Option::is_none")]
+        pub renew_retry_s: Option<f64>,
     }
 }
 
@@ -197,6 +203,7 @@ impl Default for MoverSection {
             check_expiry_before_write: false,
             election: Election::Lease,
             renew_on_thread: false,
+            renew_retry_s: None,
         })
     }
 }

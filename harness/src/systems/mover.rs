@@ -20,6 +20,14 @@ impl SystemUnderTest for Mover {
 
     fn check_file(&self, v: &Validator, file: &ScenarioFile) -> Result<(), ScenarioError> {
         v.lease_settings(file)?;
+        if let Some(r) = file.mover.renew_retry_s {
+            v.within(
+                "mover.renew_retry_s",
+                r.is_finite() && r > 0.0,
+                "above 0 scenario seconds",
+                r,
+            )?;
+        }
         v.data(&file.data, file.cluster.shards)
     }
 
@@ -41,6 +49,10 @@ impl SystemUnderTest for Mover {
         if m.renew_on_thread {
             args.push("--renew-on-thread".into());
         }
+        if let Some(r) = m.renew_retry_s {
+            let real_ms = (r * s.time_scale_ms).round() as u64;
+            args.extend(["--renew-retry-ms".to_string(), real_ms.to_string()]);
+        }
         args.extend(m.args.iter().cloned());
         args
     }
@@ -59,6 +71,9 @@ impl SystemUnderTest for Mover {
             ("election".into(), switch_name(m.election)),
             ("renew_on_thread".into(), m.renew_on_thread.to_string()),
         ]);
+        if let Some(r) = m.renew_retry_s {
+            settings.insert("renew_retry_s".into(), r.to_string());
+        }
         // Only a service other than the claim row is said (stored runs keep their settings).
         if s.file.lock.service != crate::lock::LockKind::Claims {
             settings.insert("lock".into(), s.file.lock.service.name().to_string());

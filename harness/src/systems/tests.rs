@@ -37,6 +37,7 @@ fn each_system_checks_its_own_sections() {
         ),
         ("ten-objects", "[objects]\ncount = 0", "objects.count"),
         ("mover", "[data]\nold_divisor = 9", "data"),
+        ("mover", "[mover]\nrenew_retry_s = 0", "mover.renew_retry_s"),
         (
             "failover",
             "[failover]\nsilence_s = 0",
@@ -84,4 +85,29 @@ fn the_failover_holds_no_lease_and_names_its_own_nodes() {
         "[[fault]]\nat = \"12:01:00\"\nfor_s = 10\nkind = \"down\"\nlink = \"watcher->primary\"";
     assert_eq!(refused_on("failover", down), None);
     assert_eq!(refused_on("mover", down).as_deref(), Some("fault"));
+}
+
+#[test]
+fn a_renewal_retry_in_scenario_seconds_reaches_the_mover_at_the_run_s_scale() {
+    use crate::systems::interface::SystemUnderTest;
+    let text = format!("{HEAD}\n[mover]\non_renew_failure = \"carry-on\"\nrenew_retry_s = 55");
+    let mut file: ScenarioFile = toml::from_str(&text).unwrap();
+    let retry = |file: &ScenarioFile| {
+        let args = crate::systems::mover::Mover.reference_args(file);
+        let at = args
+            .iter()
+            .position(|a| a == "--renew-retry-ms")
+            .expect("passed");
+        args[at + 1].clone()
+    };
+    file.time_scale_ms = 10.0;
+    assert_eq!(retry(&file), "550");
+    file.time_scale_ms = 20.0;
+    assert_eq!(retry(&file), "1100", "55 scenario s at 20 real ms each");
+    file.mover.renew_retry_s = None;
+    let args = crate::systems::mover::Mover.reference_args(&file);
+    assert!(
+        !args.contains(&"--renew-retry-ms".to_string()),
+        "the mover's default: {args:?}"
+    );
 }
