@@ -125,35 +125,31 @@ fn april_on_docker(extra: &[&str], expect: &str) -> Option<Outcome> {
 /// `chaos run SCENARIO --backend docker --expect EXPECT EXTRA...` (None: no engine): its
 /// figures and its output, after a check that the run removed every container and network it
 /// created. A run the machine's pace cut short is run once more, slower
-/// (`common::slower_scale`).
+/// (`common::once_more_if_cut_short`).
 fn on_docker(scenario: &str, extra: &[&str], expect: &str) -> Option<(Outcome, String)> {
     if !engine_or_skip() {
         return None;
     }
     images();
     let results = tempdir(scenario);
-    let mut args: Vec<String> = ["run", scenario, "--backend", "docker", "--expect", expect]
+    let args: Vec<String> = ["run", scenario, "--backend", "docker", "--expect", expect]
         .iter()
         .chain(extra)
         .map(|a| a.to_string())
         .collect();
-    for attempt in 1.. {
-        let (code, text, dir) = once_on_docker(scenario, &args, &results);
-        match crate::common::slower_scale(&args, expect, code, &dir) {
-            Some(slower) if attempt == 1 => args = slower,
-            _ => return Some((Outcome::read(code, &dir), text)),
-        }
-    }
-    unreachable!("the loop returns")
+    let (code, dir, text) = crate::common::once_more_if_cut_short(args, expect, |args| {
+        once_on_docker(scenario, args, &results)
+    });
+    Some((Outcome::read(code, &dir), text))
 }
 
-/// One `chaos ARGS --results RESULTS` in containers: its exit code, output and run directory,
+/// One `chaos ARGS --results RESULTS` in containers: its exit code, run directory and output,
 /// after a check that it removed every container and network it created.
 fn once_on_docker(
     scenario: &str,
     args: &[String],
     results: &Path,
-) -> (Option<i32>, String, PathBuf) {
+) -> (Option<i32>, PathBuf, String) {
     let began = Instant::now();
     let (code, text) = run_limited(
         Command::new(CHAOS)
@@ -201,7 +197,7 @@ fn once_on_docker(
         .map(|e| e.path())
         .max()
         .expect("a run folder");
-    (code, text, dir)
+    (code, dir, text)
 }
 
 /// April, lease only, in containers: the process backend's figures (`figures::april_lease_only`).

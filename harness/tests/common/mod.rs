@@ -131,7 +131,7 @@ pub fn run_scenario(
 ) -> (Option<i32>, PathBuf) {
     let _one = one_at_a_time();
     let dir = temp_dir(name);
-    let mut args: Vec<String> = ["run", scenario, "--expect", expect]
+    let args: Vec<String> = ["run", scenario, "--expect", expect]
         .iter()
         .chain(extra)
         .map(|a| a.to_string())
@@ -145,7 +145,7 @@ pub fn run_scenario(
         .file_stem()
         .and_then(|s| s.to_str())
         .unwrap_or(scenario);
-    for attempt in 1.. {
+    let (code, run_dir, ()) = once_more_if_cut_short(args, expect, |args| {
         let began = std::time::Instant::now();
         let argv: Vec<&str> = args.iter().map(String::as_str).collect();
         let out = run_chaos(&argv, &data, &dir.join("results"));
@@ -158,13 +158,23 @@ pub fn run_scenario(
         let run_dir = latest_run(&dir.join("results"), named);
         assert_none_left(&data.display().to_string(), 10);
         let _ = std::fs::remove_dir_all(&data);
-        let code = out.status.code();
-        match slower_scale(&args, expect, code, &run_dir) {
-            Some(slower) if attempt == 1 => args = slower,
-            _ => return (code, run_dir),
-        }
+        (out.status.code(), run_dir, ())
+    });
+    (code, run_dir)
+}
+
+/// `once(args)`, and once more with [`slower_scale`]'s arguments when the machine's pace cut
+/// that run short: the last run's exit code, run directory and whatever else `once` returns.
+pub fn once_more_if_cut_short<T>(
+    args: Vec<String>,
+    expect: &str,
+    mut once: impl FnMut(&[String]) -> (Option<i32>, PathBuf, T),
+) -> (Option<i32>, PathBuf, T) {
+    let (code, run_dir, more) = once(&args);
+    match slower_scale(&args, expect, code, &run_dir) {
+        Some(slower) => once(&slower),
+        None => (code, run_dir, more),
     }
-    unreachable!("the loop returns")
 }
 
 /// A run the machine did not keep pace for, to be run once more at a slower scale: the
@@ -173,7 +183,7 @@ pub fn run_scenario(
 /// is DESIGN's verdict for a run the machine could not judge, not a finding; an `invalid` or a
 /// run cut short for any other reason is never run again. The scale is the one the run's
 /// report suggests ("try --time-scale-ms N") or twice the run's own, whichever is slower. The
-/// caller runs it once more, never twice. Says so on the test's output, with the first run's
+/// run goes once more, never twice ([`once_more_if_cut_short`]). Says so on the test's output, with the first run's
 /// directory left for a look.
 pub fn slower_scale(
     args: &[String],
@@ -197,7 +207,7 @@ pub fn slower_scale(
         .nth(1)
         .and_then(|t| t.split(|c: char| !c.is_ascii_digit()).next())
         .and_then(|n| n.parse::<u64>().ok());
-    let scale = suggested.unwrap_or(2 * ran_ms).max(2 * ran_ms);
+    let scale = suggested.unwrap_or(0).max(2 * ran_ms);
     println!(
         "the run at {ran_ms} real ms a scenario second ended unknown ({reason}): the machine did not keep the scenario's pace, so it runs once more at --time-scale-ms {scale} (the first run: {})",
         run_dir.display()
