@@ -99,7 +99,12 @@ fn tail(text: &str, lines: usize) -> String {
     all[all.len().saturating_sub(lines)..].join("\n")
 }
 
+/// A fresh folder named for `what` (a scenario's name, or its file's stem when given by path).
 fn tempdir(what: &str) -> PathBuf {
+    let what = std::path::Path::new(what)
+        .file_stem()
+        .and_then(|s| s.to_str())
+        .unwrap_or("run");
     let d = std::env::temp_dir().join(format!(
         "chaos-docker-test-{what}-{}-{}",
         std::process::id(),

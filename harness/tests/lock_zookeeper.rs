@@ -390,3 +390,63 @@ fn gc_pause_on_a_three_member_ensemble_lease_only_is_invalid_and_fenced_valid() 
     let r = run("gc-pause", &fenced, "valid");
     fenced_refuses_the_stale_write(&r);
 }
+
+/// The reference mover's ZooKeeper lease, woken from a pause longer than its session (the whole
+/// runtime blocked, as SIGSTOP blocks the process: no heartbeat goes out), renews and learns
+/// the lock is lost, every time. Its client's first answer on waking may be only its dead
+/// connection's ("no response from connection in 80ms", when its overdue tick fires before it
+/// reads the ensemble's close); read as an outage, the holder stopped without a word about
+/// the lock and a GC-pause run had no stale write to judge (a fresh clone's 423/424).
+#[test]
+fn a_holder_woken_past_its_session_learns_it_lost_the_lock_not_an_outage() {
+    use chaos_harness::lock::{LockKind, LockSection, LockServer, LOCK_NODE};
+    use chaos_workloads::mover::zookeeper::ZkLock;
+    use std::time::Duration;
+    let logs = temp_dir("zk-woken");
+    let run_id = format!("test-zk-woken-{}", std::process::id());
+    let rt = tokio::runtime::Builder::new_current_thread()
+        .enable_all()
+        .build()
+        .unwrap();
+    let (lease_ms, rounds) = (200, 8);
+    let answers: Vec<String> = rt.block_on(async {
+        let section = LockSection {
+            service: LockKind::Zookeeper,
+            ..Default::default()
+        };
+        let backend = chaos_harness::backend::BackendKind::Process;
+        let mut server = LockServer::plan(&section, backend, &run_id, &logs)
+            .await
+            .unwrap();
+        server.launch().await.unwrap();
+        let addr = server.upstream(LOCK_NODE).expect("the member's address");
+        let mut answers = Vec::new();
+        for round in 0..rounds {
+            let path = format!("/locks/woken-{round}");
+            let mut lock = ZkLock::new(vec![addr.clone()], path, Duration::from_millis(lease_ms));
+            lock.connect(lease_ms).await.expect("a session");
+            let token = lock
+                .acquire("box-1", lease_ms, Duration::from_millis(lease_ms))
+                .await
+                .expect("an answer")
+                .expect("the only node owns the lock");
+            assert!(
+                lock.renew("box-1", lease_ms, token).await.unwrap(),
+                "renewed while awake"
+            );
+            // Five sessions long: the ensemble expires it and closes the connection.
+            std::thread::sleep(Duration::from_millis(5 * lease_ms));
+            answers.push(format!("{:?}", lock.renew("box-1", lease_ms, token).await));
+        }
+        server.stop().await;
+        answers
+    });
+    println!("renewals on waking: {answers:?}");
+    assert!(
+        answers.iter().all(|a| a == "Ok(false)"),
+        "each woken holder reads its lock lost: {answers:?}"
+    );
+    let data = chaos_harness::backend::process::data_root().join(&run_id);
+    assert_none_left(&data.display().to_string(), 10);
+    let _ = std::fs::remove_dir_all(&data);
+}

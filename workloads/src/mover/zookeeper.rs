@@ -32,6 +32,15 @@ fn sort(e: zk::Error) -> DbError {
     }
 }
 
+/// How long a call asked again waits for the client to reconnect between tries.
+const RECONNECT_STEP: Duration = Duration::from_millis(5);
+
+/// The connection went, not the session: the client's own errors for a dead or silent
+/// connection (its message names which), after which it reconnects by itself.
+fn connection_lost(e: &zk::Error) -> bool {
+    matches!(e, zk::Error::ConnectionLoss | zk::Error::Custom(_))
+}
+
 /// The child that owns the lock: the lowest sequence (kazoo sorts other names last).
 pub fn owner(children: &[String]) -> Option<&String> {
     children
@@ -110,7 +119,42 @@ impl ZkLock {
         F: std::future::Future<Output = Result<T, zk::Error>>,
     {
         let client = self.client(lease_ms).await?;
-        match timed(self.timeout, f(client)).await {
+        let answer = timed(self.timeout, f(client)).await;
+        self.answered(answer)
+    }
+
+    /// A call that changes nothing twice (a read, a renewal's rewrite), asked again while its
+    /// one timeout lasts when the answer was only the connection's loss. The client reconnects
+    /// by itself, and its next answer says whether the session lives: a holder woken from a
+    /// pause longer than its session otherwise reads the dead connection ("no response from
+    /// connection") as an outage, where the ensemble would have told it the session expired.
+    async fn call_again<T, F>(
+        &mut self,
+        lease_ms: u64,
+        f: impl Fn(zk::Client) -> F,
+    ) -> Result<T, DbError>
+    where
+        F: std::future::Future<Output = Result<T, zk::Error>>,
+    {
+        let deadline = std::time::Instant::now() + self.timeout;
+        // One session throughout: a client the ensemble ended answers `SessionExpired` to the
+        // next try, where a new session would answer for a node that is not its own.
+        let client = self.client(lease_ms).await?;
+        loop {
+            let left = deadline.saturating_duration_since(std::time::Instant::now());
+            match timed(left, f(client.clone())).await {
+                Some(Err(e)) if connection_lost(&e) && left > RECONNECT_STEP => {
+                    tokio::time::sleep(RECONNECT_STEP).await;
+                }
+                answer => return self.answered(answer),
+            }
+        }
+    }
+
+    /// A call's answer (None: none within the timeout) in the routing db's terms; an expired
+    /// session is forgotten with its node.
+    fn answered<T>(&mut self, answer: Option<Result<T, zk::Error>>) -> Result<T, DbError> {
+        match answer {
             None => Err(DbError::Timeout(self.timeout.as_millis())),
             Some(Err(e)) => {
                 if e == zk::Error::SessionExpired {
@@ -237,16 +281,20 @@ impl ZkLock {
         let path = format!("{}/{me}", self.path);
         let data = holder.as_bytes().to_vec();
         match self
-            .call(lease_ms, |c| async move {
-                match c.set_data(&path, &data, None).await {
-                    Ok(stat) => Ok(Some(stat)),
-                    Err(zk::Error::NoNode) => Ok(None),
-                    Err(e) => Err(e),
+            .call_again(lease_ms, |c| {
+                let (path, data) = (path.clone(), data.clone());
+                async move {
+                    match c.set_data(&path, &data, None).await {
+                        Ok(stat) => Ok(Some(stat)),
+                        Err(zk::Error::NoNode) => Ok(None),
+                        Err(e) => Err(e),
+                    }
                 }
             })
             .await
         {
-            Ok(Some(stat)) => Ok(stat.czxid == czxid && czxid == token),
+            // A session made during the call (the old one ended) rewrote a node it does not own.
+            Ok(Some(stat)) => Ok(self.mine.is_some() && stat.czxid == czxid && czxid == token),
             Ok(None) => {
                 self.mine = None;
                 Ok(false)
@@ -258,19 +306,22 @@ impl ZkLock {
 
     /// Who owns the lock (the owner node's data) and its `czxid`.
     pub async fn who(&mut self, lease_ms: u64) -> Result<(Option<String>, Option<i64>), DbError> {
-        let dir = self.path.clone();
-        self.call(lease_ms, |c| async move {
-            let children = c.list_children(&dir).await?;
-            let Some(first) = owner(&children) else {
-                return Ok((None, None));
-            };
-            match c.get_data(&format!("{dir}/{first}")).await {
-                Ok((data, stat)) => Ok((
-                    Some(String::from_utf8_lossy(&data).into_owned()),
-                    Some(stat.czxid),
-                )),
-                Err(zk::Error::NoNode) => Ok((None, None)),
-                Err(e) => Err(e),
+        let path = self.path.clone();
+        self.call_again(lease_ms, |c| {
+            let dir = path.clone();
+            async move {
+                let children = c.list_children(&dir).await?;
+                let Some(first) = owner(&children) else {
+                    return Ok((None, None));
+                };
+                match c.get_data(&format!("{dir}/{first}")).await {
+                    Ok((data, stat)) => Ok((
+                        Some(String::from_utf8_lossy(&data).into_owned()),
+                        Some(stat.czxid),
+                    )),
+                    Err(zk::Error::NoNode) => Ok((None, None)),
+                    Err(e) => Err(e),
+                }
             }
         })
         .await
