@@ -396,7 +396,9 @@ fn gc_pause_on_a_three_member_ensemble_lease_only_is_invalid_and_fenced_valid() 
 /// the lock is lost, every time. Its client's first answer on waking may be only its dead
 /// connection's ("no response from connection in 80ms", when its overdue tick fires before it
 /// reads the ensemble's close); read as an outage, the holder stopped without a word about
-/// the lock and a GC-pause run had no stale write to judge (a fresh clone's 423/424).
+/// the lock and a GC-pause run had no stale write to judge (a fresh clone's 423/424). This
+/// holds the property, not the race: which answer comes first is the client's to choose, and
+/// the rounds here met the ensemble's close first each time, with or without the retry.
 #[test]
 fn a_holder_woken_past_its_session_learns_it_lost_the_lock_not_an_outage() {
     use chaos_harness::lock::{LockKind, LockSection, LockServer, LOCK_NODE};

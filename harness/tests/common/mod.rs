@@ -183,8 +183,8 @@ pub fn once_more_if_cut_short<T>(
 /// is DESIGN's verdict for a run the machine could not judge, not a finding; an `invalid` or a
 /// run cut short for any other reason is never run again. The scale is the one the run's
 /// report suggests ("try --time-scale-ms N") or twice the run's own, whichever is slower. The
-/// run goes once more, never twice ([`once_more_if_cut_short`]). Says so on the test's output, with the first run's
-/// directory left for a look.
+/// run goes once more, never twice ([`once_more_if_cut_short`]). Says so on the test's output,
+/// with the first run's directory left for a look.
 pub fn slower_scale(
     args: &[String],
     expect: &str,
